@@ -1,0 +1,23 @@
+// Naive baseline for vector_add: correct, and slow for one reason.
+//
+// Each thread adds its own contiguous chunk of the vectors. That looks tidy, but
+// in one load instruction the 32 threads of a warp touch 32 addresses that are a
+// whole chunk apart: 32 separate memory transactions where one would do, and the
+// rest of each fetched cache line is evicted before the thread comes back for it.
+// Your kernel should let neighbouring threads touch neighbouring elements.
+#include <cuda_runtime.h>
+
+static const int kThreads = 256;
+static const int kBlocks = 1024;
+
+__global__ void vector_add_chunked(const float* a, const float* b, float* c, int n) {
+    long long threads = (long long)gridDim.x * blockDim.x;
+    long long chunk = (n + threads - 1) / threads;
+    long long begin = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * chunk;
+    long long end = begin + chunk < n ? begin + chunk : n;
+    for (long long i = begin; i < end; ++i) c[i] = a[i] + b[i];
+}
+
+extern "C" void vector_add(const float* a, const float* b, float* c, int n) {
+    vector_add_chunked<<<kBlocks, kThreads>>>(a, b, c, n);
+}

@@ -1,0 +1,273 @@
+"""Compiling CUDA sources into shared libraries, with the ptxas resource report.
+
+nvcc is found through CUDA_HOME or PATH; the target is the architecture of the
+GPU present (or ``S2S_ARCH``, or sm_90 when there is none). Builds are cached by
+content and flags, so re-grading an unchanged file costs nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+DEFAULT_ARCH = "sm_90"
+COMPILE_TIMEOUT_S = float(os.environ.get("S2S_COMPILE_TIMEOUT", "120"))
+CACHE_VERSION = "1"
+
+
+class ToolchainError(Exception):
+    """nvcc is missing or unusable; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    nvcc: Path
+    version: str   # e.g. "13.0"
+
+    @staticmethod
+    def find() -> "Toolchain":
+        candidates = []
+        for var in ("CUDA_HOME", "CUDA_PATH"):
+            if os.environ.get(var):
+                candidates.append(Path(os.environ[var]) / "bin" / "nvcc")
+        on_path = shutil.which("nvcc")
+        if on_path:
+            candidates.append(Path(on_path))
+        candidates.append(Path("/usr/local/cuda/bin/nvcc"))
+        for nvcc in candidates:
+            if nvcc.is_file() and os.access(nvcc, os.X_OK):
+                try:
+                    out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=30).stdout
+                except (OSError, subprocess.TimeoutExpired) as exc:
+                    raise ToolchainError(f"{nvcc} does not run: {exc}") from None
+                m = re.search(r"release (\d+\.\d+)", out)
+                return Toolchain(nvcc, m.group(1) if m else "unknown")
+        raise ToolchainError(
+            "nvcc, the CUDA compiler, was not found. Install the CUDA toolkit and put its bin folder on "
+            "PATH, or set CUDA_HOME to the toolkit's folder (the one holding bin/nvcc).")
+
+
+def gencode(arch: str) -> list[str]:
+    """nvcc target flags. Hopper and newer get the arch-specific target ("sm_90a")
+    so that wgmma and setmaxnreg are available to those who want them."""
+    m = re.fullmatch(r"sm_(\d+)(a?)", arch)
+    if not m:
+        raise ToolchainError(f"unknown GPU architecture {arch!r}; expected something like sm_90")
+    number = int(m.group(1))
+    suffix = "a" if number >= 90 and number % 10 == 0 else m.group(2)
+    return [f"-gencode=arch=compute_{number}{suffix},code=sm_{number}{suffix}"]
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What ptxas reports for one kernel (__global__ function)."""
+
+    name: str              # demangled
+    registers: int
+    shared_bytes: int      # static shared memory
+    stack_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+
+    @property
+    def spills(self) -> int:
+        return self.spill_store_bytes + self.spill_load_bytes
+
+
+@dataclass
+class BuildResult:
+    source: str                     # the file, as the learner knows it
+    ok: bool
+    library: str | None = None      # path of the .so
+    kernels: list[KernelResources] = field(default_factory=list)
+    log: str = ""                   # compiler output (errors, warnings), paths shortened
+    seconds: float = 0.0
+    cached: bool = False
+    arch: str = ""
+    error: str = ""                 # one-line summary when not ok
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["kernels"] = [asdict(k) for k in self.kernels]
+        return d
+
+    @staticmethod
+    def from_dict(d: dict) -> "BuildResult":
+        d = dict(d)
+        d["kernels"] = [KernelResources(**k) for k in d.get("kernels", [])]
+        return BuildResult(**d)
+
+
+def cache_dir() -> Path:
+    if os.environ.get("S2S_CACHE"):
+        return Path(os.environ["S2S_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "silicon-to-synapse"
+
+
+PROBE_HEADER = Path(__file__).with_name("probe.cuh")
+
+
+def _cache_key(source: Path, flags: list[str], toolchain: Toolchain) -> str:
+    h = hashlib.sha256()
+    h.update(PROBE_HEADER.read_bytes())
+    h.update(f"{CACHE_VERSION}\n{toolchain.nvcc}\n{toolchain.version}\n{' '.join(flags)}\n".encode())
+    h.update(source.read_bytes())
+    # Headers next to the source may be included; a change in any of them rebuilds.
+    for header in sorted(source.parent.glob("*.cuh")) + sorted(source.parent.glob("*.h")):
+        h.update(header.name.encode() + b"\0" + header.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def compile_cuda(source: Path, arch: str, toolchain: Toolchain, *, display_root: Path | None = None,
+                 timeout_s: float = COMPILE_TIMEOUT_S, extra_flags: tuple[str, ...] = ()) -> BuildResult:
+    """Compile ``source`` into a shared library; cached by content and flags."""
+    source = Path(source).resolve()
+    shown = _shown_name(source, display_root)
+    if not source.is_file():
+        return BuildResult(shown, False, arch=arch, error=f"{shown} does not exist")
+    flags = ["-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v", "-shared", "-Xcompiler", "-fPIC",
+             "-include", str(PROBE_HEADER), *gencode(arch), *extra_flags]
+    key = _cache_key(source, flags, toolchain)
+    out_dir = cache_dir() / "build" / key
+    meta = out_dir / "build.json"
+    if meta.is_file():
+        try:
+            result = BuildResult.from_dict(json.loads(meta.read_text()))
+            if result.library and Path(result.library).is_file():
+                result.cached, result.source = True, shown
+                return result
+        except (ValueError, TypeError, KeyError):
+            pass  # a damaged entry is rebuilt below
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_dir.parent))
+    library = tmp / "lib.so"
+    cmd = [str(toolchain.nvcc), *flags, "-o", str(library), str(source)]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                cwd=source.parent, start_new_session=True)
+        try:
+            output, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            shutil.rmtree(tmp, ignore_errors=True)
+            return BuildResult(shown, False, arch=arch, seconds=time.perf_counter() - start,
+                               error=f"compiling {shown} took longer than {timeout_s:g} s and was stopped "
+                                     "(runaway template recursion or a huge unrolled loop?)")
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ToolchainError(f"could not run nvcc: {exc}") from None
+    seconds = time.perf_counter() - start
+    log = _shorten_paths(output, source, shown)
+    if proc.returncode != 0 or not library.is_file():
+        shutil.rmtree(tmp, ignore_errors=True)
+        first = next((line for line in log.splitlines() if "error" in line.lower()), "nvcc failed")
+        return BuildResult(shown, False, log=_diagnostics(log), arch=arch, seconds=seconds,
+                           error=first.strip())
+    kernels = parse_ptxas(output)
+    result = BuildResult(shown, True, str(out_dir / "lib.so"), kernels, _diagnostics(log), seconds, False, arch)
+    (tmp / "build.json").write_text(json.dumps(result.to_dict(), indent=1))
+    try:
+        tmp.rename(out_dir)
+    except OSError:  # another grading built the same thing at the same time
+        shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
+def _shown_name(source: Path, root: Path | None) -> str:
+    if root is not None:
+        try:
+            return str(source.relative_to(Path(root).resolve()))
+        except ValueError:
+            pass
+    return source.name
+
+
+def _shorten_paths(text: str, source: Path, shown: str) -> str:
+    return text.replace(str(source), shown)
+
+
+def _diagnostics(log: str) -> str:
+    """Compiler output without the ptxas resource chatter: errors and warnings only."""
+    keep = [line for line in log.splitlines() if not line.startswith("ptxas info") and
+            not re.match(r"^\s+\d+ bytes stack frame", line)]
+    return "\n".join(keep).strip()
+
+
+_ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '([^']+)'")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"ptxas info\s*: Used (\d+) registers(.*)")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def parse_ptxas(output: str) -> list[KernelResources]:
+    """Registers, shared memory, stack and spills per kernel from `ptxas -v`."""
+    kernels: list[KernelResources] = []
+    current: dict | None = None
+    for line in output.splitlines():
+        if m := _ENTRY.search(line):
+            current = {"name": m.group(1), "stack": 0, "spill_st": 0, "spill_ld": 0}
+        elif current is not None and (m := _FRAME.search(line)):
+            current["stack"], current["spill_st"], current["spill_ld"] = map(int, m.groups())
+        elif current is not None and (m := _USED.search(line)):
+            smem = _SMEM.search(m.group(2))
+            kernels.append(KernelResources(current["name"], int(m.group(1)), int(smem.group(1)) if smem else 0,
+                                           current["stack"], current["spill_st"], current["spill_ld"]))
+            current = None
+    names = demangle([k.name for k in kernels])
+    return [KernelResources(n, k.registers, k.shared_bytes, k.stack_bytes, k.spill_store_bytes, k.spill_load_bytes)
+            for n, k in zip(names, kernels)]
+
+
+def demangle(names: list[str]) -> list[str]:
+    """C++ names as the learner wrote them (``c++filt``), shortened to the function name."""
+    tool = shutil.which("cu++filt") or shutil.which("c++filt")
+    if not tool or not names:
+        return names
+    try:
+        out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return names
+    lines = out.splitlines()
+    if len(lines) != len(names):
+        return names
+    return [_short(line) for line in lines]
+
+
+def _short(name: str) -> str:
+    name = name.replace("(anonymous namespace)::", "")
+    return name.split("(", 1)[0] if "(" in name else name
+
+
+def exported_symbols(library: Path) -> set[str] | None:
+    """Defined dynamic symbols of a shared library (``nm -D``), or None without nm.
+
+    Read from the file, never by loading it: loading would run the learner's code
+    in the grader's own process.
+    """
+    nm = shutil.which("nm")
+    if not nm:
+        return None
+    try:
+        out = subprocess.run([nm, "-D", "--defined-only", str(library)], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {parts[-1] for parts in (line.split() for line in out.splitlines()) if len(parts) >= 2}

@@ -1,0 +1,100 @@
+"""The `grade` command.
+
+    grade exercise 01                      grade the files in exercises/01_*/
+    grade exercise 01 --submission DIR     grade the files in DIR instead
+    grade exercise 01 --task transpose     one task only
+    grade exercise 01 --json               the result as JSON on stdout
+    grade exercise 01 --no-profile         skip Nsight Compute
+    grade list                             exercises, tasks and your last results
+    grade hardware                         measure this GPU's real ceilings
+
+Exit status: 0 every task passed; 1 some task failed; 2 usage error;
+3 could not grade here (no GPU, no nvcc, broken installation).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from grader.result import ExitCode
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Grade CUDA exercises: compile, check, time against the naive baseline, profile.")
+
+
+@app.command("exercise")
+def exercise_cmd(
+    exercise: Annotated[str, typer.Argument(help="exercise number or folder name, e.g. 01")],
+    submission: Annotated[Optional[Path], typer.Option(help="folder with the .cu files to grade "
+                                                           "(default: the exercise's own folder)")] = None,
+    task: Annotated[Optional[list[str]], typer.Option(help="grade only this task (repeatable)")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON on stdout")] = False,
+    profile: Annotated[bool, typer.Option("--profile/--no-profile", help="collect Nsight Compute counters")] = True,
+) -> None:
+    """Grade an exercise."""
+    from grader.pipeline import GradingError, Options, grade
+    from grader.report import render_rich
+
+    err = Console(stderr=True)
+    out = Console()
+    options = Options(submission=submission, tasks=tuple(task or ()), profile=profile)
+    try:
+        if json_out or not err.is_terminal:
+            result = grade(exercise, options, progress=None if json_out else (lambda m: err.print(f"… {m}")))
+        else:
+            with err.status("grading") as status:
+                result = grade(exercise, options, progress=lambda m: status.update(m))
+    except GradingError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(int(ExitCode.USAGE))
+    if json_out:
+        sys.stdout.write(result.to_json() + "\n")
+    else:
+        out.print(render_rich(result))
+    raise typer.Exit(int(result.exit_code))
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """List the exercises, their tasks and your last result for each."""
+    from rich.table import Table
+
+    from grader import spec, state
+
+    table = Table(header_style="bold")
+    for col in ("exercise", "task", "source", "needs", "last result"):
+        table.add_column(col)
+    for ex in spec.discover():
+        last = state.load(ex.id, str(ex.folder))
+        by_task = {t["name"]: t for t in (last or {}).get("tasks", [])}
+        for i, t in enumerate(ex.tasks):
+            prev = by_task.get(t.name)
+            if prev is None:
+                shown = "not graded yet"
+            else:
+                pts = prev.get("points") or {}
+                shown = f"{prev['status']} ({pts.get('total', 0):g}/{pts.get('max', 0):g}), {last['started'][:16]}"
+            table.add_row(f"{ex.id} {ex.title}" if i == 0 else "", t.name, t.source,
+                          f"{t.min_speedup:g}x the baseline", shown)
+    Console().print(table)
+
+
+@app.command("hardware")
+def hardware_cmd(
+    refresh: Annotated[bool, typer.Option("--refresh", help="measure again even if cached")] = False,
+) -> None:
+    """Measure this GPU's ceilings (bandwidth, FLOP/s, latencies) and compare with its spec sheet."""
+    from grader.hardware_cmd import run
+    raise typer.Exit(run(refresh))
+
+
+def main() -> None:
+    app(prog_name="grade")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Static checks of a learner's source before it is compiled.
+
+They catch, with the line that caused them, what would otherwise show up as a
+baffling result later: an entry point whose C signature differs from the one the
+grader calls (extern "C" symbols carry no types, so a mismatch would silently
+pass garbage), and a library that would do the work the exercise asks for.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.spec import Task
+
+LIBRARIES = [
+    (re.compile(r"#\s*include\s*[<\"](cublas\w*|cublasLt)\.h[>\"]"), "cuBLAS"),
+    (re.compile(r"#\s*include\s*[<\"]cudnn\w*\.h[>\"]"), "cuDNN"),
+    (re.compile(r"#\s*include\s*[<\"]cub/"), "CUB"),
+    (re.compile(r"#\s*include\s*[<\"]thrust/"), "Thrust"),
+    (re.compile(r"#\s*include\s*[<\"](cutlass|cute)/"), "CUTLASS"),
+    (re.compile(r"#\s*include\s*[<\"]cufft\w*\.h[>\"]"), "cuFFT"),
+    (re.compile(r"\b(cublas\w+|cublasLt\w+)\s*\("), "cuBLAS"),
+    (re.compile(r"\bcudnn\w+\s*\("), "cuDNN"),
+]
+PROCESS = [
+    (re.compile(r"\bcudaDeviceReset\s*\("), "cudaDeviceReset() destroys the CUDA context the grader is using; "
+                                            "remove it (the grader manages the device)"),
+]
+
+
+@dataclass(frozen=True)
+class Finding:
+    line: int
+    message: str
+
+    def to_dict(self) -> dict:
+        return {"line": self.line, "message": self.message}
+
+
+def strip_comments(text: str) -> str:
+    """Blank out comments and string literals, keeping line numbers and #include paths."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("".join(c if c == "\n" else " " for c in text[i:j]))
+            i = j
+        elif text[i] == '"' and not _in_include(text, i):
+            j = i + 1
+            while j < n and text[j] != '"' and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+            out.append('"' + " " * max(0, j - i - 2) + ('"' if j - i >= 2 else ""))
+            i = j
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def _in_include(text: str, i: int) -> bool:
+    start = text.rfind("\n", 0, i) + 1
+    line = text[start:i]
+    return bool(re.match(r"\s*#\s*include\s*$", line)) or line.rstrip().endswith('extern')
+
+
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def normalize_param(param: str) -> str:
+    """'float const * __restrict__ x' -> 'const float*' (the type, no name)."""
+    p = re.sub(r"\b(__restrict__|__restrict|restrict)\b", " ", param)
+    tokens = re.findall(r"[A-Za-z_]\w*|\*|&", p)
+    if len(tokens) >= 2 and re.match(r"[A-Za-z_]", tokens[-1]) and tokens[-1] not in ("const",) \
+            and not (len(tokens) == 2 and tokens[0] in ("unsigned", "signed", "long", "short")):
+        tokens = tokens[:-1]   # the parameter's name
+    stars = [i for i, t in enumerate(tokens) if t == "*"]
+    last_star = stars[-1] if stars else -1
+    const = any(t == "const" and (i < last_star or last_star < 0) for i, t in enumerate(tokens))
+    base = " ".join(t for t in tokens if t not in ("const", "*", "&"))
+    return ("const " if const and stars else "") + base + "*" * len(stars)
+
+
+def check(source: Path, task: Task) -> list[Finding]:
+    try:
+        raw = source.read_text(errors="replace")
+    except FileNotFoundError:
+        return [Finding(0, f"{source.name} does not exist")]
+    text = strip_comments(raw)
+    findings: list[Finding] = []
+    for pattern, lib in LIBRARIES:
+        if m := pattern.search(text):
+            findings.append(Finding(_line_of(text, m.start()),
+                                    f"uses {lib} ({m.group(0).strip()}); this task is about writing the kernel "
+                                    "yourself, so library implementations are not accepted"))
+    for pattern, message in PROCESS:
+        if m := pattern.search(text):
+            findings.append(Finding(_line_of(text, m.start()), message))
+    findings.extend(_signature(text, task))
+    return findings
+
+
+def _signature(text: str, task: Task) -> list[Finding]:
+    definition = re.compile(r"\bvoid\s+" + re.escape(task.symbol) + r"\s*\(([^)]*)\)\s*\{")
+    m = definition.search(text)
+    if m is None:
+        return []   # a missing entry point is reported after the build, from the library itself
+    got = [normalize_param(p) for p in m.group(1).split(",") if p.strip() and p.strip() != "void"]
+    want = [a.c_type.replace(" *", "*") for a in task.args]
+    if got != want:
+        return [Finding(_line_of(text, m.start()),
+                        f"{task.symbol} takes ({', '.join(got)}) but the grader calls it with "
+                        f"({', '.join(want)}): keep the signature of the stub, {task.prototype()}")]
+    prefix = text[max(0, m.start() - 200):m.start()]
+    if not re.search(r'extern\s+"C"\s*(__host__\s*)?$', prefix.rstrip()[-40:] + " ", re.S) and \
+            not _inside_extern_c_block(text, m.start()):
+        return [Finding(_line_of(text, m.start()),
+                        f'{task.symbol} is not declared extern "C": without it the C++ compiler mangles the '
+                        "name and the grader cannot find the function. Keep the stub's first line.")]
+    return []
+
+
+def _inside_extern_c_block(text: str, pos: int) -> bool:
+    for m in re.finditer(r'extern\s+"C"\s*\{', text[:pos]):
+        depth = 0
+        for ch in text[m.end():pos]:
+            depth += ch == "{"
+            depth -= ch == "}"
+            if depth < 0:
+                break
+        else:
+            return True
+    return False

@@ -1,0 +1,278 @@
+"""The grading pipeline: resolve, inspect, build, run, time, profile, report.
+
+Each stage does one job and hands data to the next; where a stage cannot run
+(no nvcc, no GPU, no counter permission) the result says so in one sentence and
+the stages before it still report.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from grader import device as devmod
+from grader import state
+from grader.build import BuildResult, Toolchain, ToolchainError, compile_cuda, exported_symbols, DEFAULT_ARCH
+from grader.inspect_source import check as inspect_source
+from grader.result import (CaseResult, Device, GradeResult, Mismatch, Points, Profile, Roofline, TaskResult,
+                           Timing)
+from grader.spec import Exercise, SpecError, Task, find
+
+NO_GPU = "Correctness, timing and hardware counters need an NVIDIA GPU, and none was found on this machine"
+
+Progress = Callable[[str], None]
+
+
+class GradingError(Exception):
+    """The grading could not start (unknown exercise, task or folder): a usage error."""
+
+
+@dataclass
+class Options:
+    submission: Path | None = None
+    tasks: tuple[str, ...] = ()
+    profile: bool = True
+    timing: bool = True
+    seed: int | None = None
+
+
+def grade(exercise_id: str, options: Options | None = None, progress: Progress | None = None) -> GradeResult:
+    options = options or Options()
+    say = progress or (lambda _msg: None)
+    started = time.perf_counter()
+    try:
+        exercise = find(exercise_id)
+    except SpecError as exc:
+        raise GradingError(str(exc)) from None
+    submission = Path(options.submission).resolve() if options.submission else exercise.folder
+    if not submission.is_dir():
+        raise GradingError(f"the submission folder {submission} does not exist")
+    try:
+        tasks = [exercise.task(name) for name in options.tasks] if options.tasks else list(exercise.tasks)
+    except SpecError as exc:
+        raise GradingError(str(exc)) from None
+
+    result = GradeResult(exercise=exercise.id, title=exercise.title, submission=str(submission), tasks=[],
+                         device=None, started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    probe = devmod.probe()
+    gpu = probe.gpu
+    arch = gpu.arch if gpu else DEFAULT_ARCH
+    if gpu:
+        result.device = Device(gpu.name, gpu.arch)
+
+    try:
+        toolchain = Toolchain.find()
+    except ToolchainError as exc:
+        result.tasks = [_not_run(t, submission, "not compiled: nvcc was not found") for t in tasks]
+        result.notice = str(exc)
+        result.seconds = time.perf_counter() - started
+        return result
+
+    # inspect + build
+    ready: list[Task] = []
+    libraries: dict[str, dict[str, str]] = {}
+    by_name: dict[str, TaskResult] = {}
+    for task in tasks:
+        say(f"compiling {task.source}")
+        tr = _build_task(exercise, task, submission, arch, toolchain)
+        by_name[task.name] = tr
+        if tr.status != "failed":
+            baseline = compile_cuda(exercise.folder / task.baseline, arch, toolchain, display_root=exercise.folder)
+            if not baseline.ok:
+                tr.status, tr.summary = "not run", f"the naive baseline does not compile: {baseline.error}"
+                tr.error = {"kind": "baseline", "message": baseline.log or baseline.error}
+                continue
+            libraries[task.name] = {"library": tr.build.library, "baseline_library": baseline.library}
+            ready.append(task)
+    result.tasks = [by_name[t.name] for t in tasks]
+
+    if gpu is None:
+        for t in ready:
+            tr = by_name[t.name]
+            tr.status, tr.summary = "not run", "compiled; running it needs an NVIDIA GPU"
+        result.notice = f"{NO_GPU} ({probe.reason})."
+        result.seconds = time.perf_counter() - started
+        state.save(result)
+        return result
+
+    seed = options.seed if options.seed is not None else secrets.randbits(63)
+    if ready:
+        from grader.runner import run_worker
+
+        def on_event(event: dict[str, Any]) -> None:
+            if event.get("event") == "progress":
+                if event.get("stage") == "check":
+                    say(f"{event['task']}: checking case {event['case']}/{event['of']} ({event['label']})")
+                else:
+                    say(f"{event['task']}: timing against the baseline at {event['label']}")
+            elif event.get("event") == "ceilings":
+                say("measuring the copy bandwidth of this GPU")
+
+        say("starting the GPU worker")
+        outcome = run_worker(exercise, [t.name for t in ready], libraries, seed, timing=options.timing,
+                             progress=on_event, device=gpu.index)
+        result.output = outcome.output
+        copy_gbs = outcome.ceilings.get("copy_bytes_per_s", 0.0) / 1e9 or None
+        result.device.copy_gbs = copy_gbs
+        if outcome.fatal:
+            result.notice = f"the GPU worker failed: {outcome.fatal}"
+        ceilings = _ceilings(gpu.name, copy_gbs)
+        for t in ready:
+            raw = outcome.results.get(t.name)
+            if raw is None:
+                by_name[t.name].status = "not run"
+                by_name[t.name].summary = "not graded: " + (outcome.fatal or "the worker stopped before this task")
+                continue
+            _apply_run(by_name[t.name], t, raw, ceilings)
+
+        profiled = [t for t in ready if by_name[t.name].correct]
+        if options.profile and profiled:
+            from grader.profile import profile_tasks
+            say("collecting hardware counters with Nsight Compute")
+            profiles = profile_tasks(exercise, [t.name for t in profiled],
+                                     {t.name: libraries[t.name] for t in profiled}, seed, device=gpu.index)
+            for t in profiled:
+                by_name[t.name].profile = profiles.get(t.name)
+    result.seconds = time.perf_counter() - started
+    state.save(result)
+    return result
+
+
+def _not_run(task: Task, submission: Path, summary: str) -> TaskResult:
+    return TaskResult(task.name, task.source, "not run", summary,
+                      points=Points(0, 0, task.points.correct, task.points.speed), cases_total=len(task.cases))
+
+
+def _build_task(exercise: Exercise, task: Task, submission: Path, arch: str, toolchain: Toolchain) -> TaskResult:
+    source = submission / task.source
+    tr = _not_run(task, submission, "")
+    if not source.is_file():
+        tr.status, tr.summary = "failed", f"{task.source} is missing from {submission}"
+        tr.error = {"kind": "missing file", "message": tr.summary}
+        return tr
+    findings = inspect_source(source, task)
+    tr.findings = [f.to_dict() for f in findings]
+    build = compile_cuda(source, arch, toolchain, display_root=submission)
+    tr.build = build
+    if not build.ok:
+        tr.status, tr.summary = "failed", f"does not compile: {build.error}"
+        tr.error = {"kind": "compile error", "message": build.log or build.error}
+        return tr
+    if findings:
+        first = findings[0]
+        tr.status, tr.summary = "failed", f"{task.source}:{first.line}: {first.message}"
+        tr.error = {"kind": "rejected", "message": "\n".join(f"{task.source}:{f.line}: {f.message}" for f in findings)}
+        return tr
+    symbols = exported_symbols(Path(build.library))
+    if symbols is not None and task.symbol not in symbols:
+        mangled = sorted(s for s in symbols if task.symbol in s)
+        hint = (f' It is there under the C++ name {mangled[0]}: declare it extern "C" as in the stub.'
+                if mangled else " Keep the stub's function name and signature.")
+        tr.status, tr.summary = "failed", f"{task.source} defines no function {task.symbol}().{hint}"
+        tr.error = {"kind": "missing symbol", "message": tr.summary}
+        return tr
+    return tr
+
+
+def _ceilings(device_name: str, copy_gbs: float | None) -> dict[str, Any]:
+    """Bandwidth and compute ceilings for the roofline: measured where we have them."""
+    out: dict[str, Any] = {"bandwidth_gbs": copy_gbs, "compute": {}, "source": "copy bandwidth measured now"}
+    try:
+        from hardware.specs import spec_for
+        spec = spec_for(device_name)
+    except Exception:  # the roofline is information; grading goes on without it
+        spec = None
+    measured = None
+    try:
+        from hardware.measure import cached
+        from grader.build import cache_dir
+        measured = cached(cache_dir() / "hardware", device_name)
+    except Exception:
+        measured = None
+    if spec is not None:
+        out["compute"] = {"fp32": spec.fp32_tflops, "bf16_tensor": spec.bf16_tensor_tflops,
+                          "fp16_tensor": spec.fp16_tensor_tflops, "int8_tensor": spec.int8_tensor_tops,
+                          "fp8_tensor": spec.fp8_tensor_tflops}
+        out["source"] += f"; compute peaks from the {spec.name} spec sheet"
+        if not copy_gbs:
+            out["bandwidth_gbs"] = spec.memory_bandwidth_gbs
+    if measured is not None:
+        out["compute"]["fp32"] = measured.fp32_tflops
+        if measured.bf16_mma_tflops:
+            out["compute"]["bf16_tensor"] = measured.bf16_mma_tflops
+        out["source"] = "copy bandwidth measured now; compute peaks measured by `grade hardware`"
+    return out
+
+
+def _apply_run(tr: TaskResult, task: Task, raw: dict[str, Any], ceilings: dict[str, Any]) -> None:
+    tr.cases = [CaseResult(label=c["label"], case=c["case"], passed=c["passed"], seconds=c.get("seconds", 0.0),
+                           error=c.get("error"), mismatch=Mismatch(**c["mismatch"]) if c.get("mismatch") else None)
+                for c in raw.get("cases", [])]
+    tr.correct = bool(raw.get("correct"))
+    timing = raw.get("timing")
+    error = raw.get("error") or (timing or {}).get("error")
+    if timing and not timing.get("error"):
+        tr.timing = Timing(label=timing["label"], case=timing["case"], reps=timing["reps"],
+                           learner_s=timing["learner_s"], baseline_s=timing["baseline_s"],
+                           speedup=timing["speedup"], min_speedup=task.min_speedup,
+                           learner_spread=timing["learner_spread"], baseline_spread=timing["baseline_spread"],
+                           flops=timing["flops"], bytes=timing["bytes"], vendor_s=timing.get("vendor_s"),
+                           vendor_ratio=timing.get("vendor_ratio"), learner_wall_s=timing.get("learner_wall_s"))
+        tr.roofline = _roofline(task, tr.timing, ceilings)
+    speed_ok = bool(tr.timing and tr.timing.passed and tr.correct)
+    tr.points = Points(task.points.correct if tr.correct else 0.0, task.points.speed if speed_ok else 0.0,
+                       task.points.correct, task.points.speed)
+    failing = next((c for c in tr.cases if not c.passed), None)
+    if error:
+        tr.error = error
+        tr.status = "failed"
+        tr.summary = error["message"]
+    elif failing is not None:
+        tr.status = "failed"
+        tr.summary = f"wrong result for {failing.label}: " + describe_failure(failing)
+    elif not tr.correct:
+        tr.status, tr.summary = "failed", "not graded"
+    elif tr.timing is None:
+        tr.status, tr.summary = "passed", f"correct ({tr.cases_passed}/{tr.cases_total}); not timed"
+    elif speed_ok:
+        tr.status = "passed"
+        tr.summary = (f"correct ({tr.cases_passed}/{tr.cases_total}) and {tr.timing.speedup:.1f}x the baseline "
+                      f"(needs {task.min_speedup:g}x)")
+    else:
+        tr.status = "failed"
+        tr.summary = (f"correct ({tr.cases_passed}/{tr.cases_total}), but only {tr.timing.speedup:.2f}x the "
+                      f"naive baseline where {task.min_speedup:g}x is required")
+
+
+def describe_failure(case: CaseResult) -> str:
+    if case.error:
+        return case.error["message"]
+    m = case.mismatch
+    if m is None:
+        return "failed"
+    where = f"{m.output}[{']['.join(map(str, m.index))}]"
+    if m.reason == "not written":
+        return (f"{where} was never written (it still holds the poison value the grader puts in every output "
+                f"before the call); {m.bad} of {m.total} elements are wrong")
+    if m.reason == "not finite":
+        return f"{where} = {m.got!r}, expected {m.expected:.7g}; {m.bad} of {m.total} elements are wrong"
+    return (f"{where} = {m.got:.7g}, expected {m.expected:.7g} (error {abs(m.got - m.expected):.3g}, "
+            f"tolerance {m.tolerance:.3g}); {m.bad} of {m.total} elements are wrong")
+
+
+def _roofline(task: Task, timing: Timing, ceilings: dict[str, Any]) -> Roofline | None:
+    bw = ceilings.get("bandwidth_gbs")
+    if not bw:
+        return None
+    peak = ceilings.get("compute", {}).get(task.compute)
+    t_mem = timing.bytes / (bw * 1e9)
+    t_cmp = timing.flops / (peak * 1e12) if peak else 0.0
+    floor = max(t_mem, t_cmp)
+    return Roofline(bound="memory" if t_mem >= t_cmp else "compute",
+                    achieved_gbs=timing.bytes / timing.learner_s / 1e9,
+                    achieved_tflops=timing.flops / timing.learner_s / 1e12,
+                    floor_s=floor, percent=100.0 * floor / timing.learner_s,
+                    bandwidth_gbs=bw, compute_tflops=peak, source=ceilings.get("source", ""))

@@ -1,0 +1,234 @@
+"""Rendering a GradeResult: a rich table for the terminal, HTML for notebooks."""
+from __future__ import annotations
+
+import html
+from typing import Iterable
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from grader.build import BuildResult
+from grader.result import GradeResult, KernelProfile, Profile, TaskResult
+
+STATUS_STYLE = {"passed": "green", "failed": "red", "not run": "yellow"}
+
+
+# --------------------------------------------------------------------------- cells (shared by both renderers)
+
+def fmt_time(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} µs"
+
+
+def compiled_cell(build: BuildResult | None) -> str:
+    if build is None:
+        return "-"
+    if not build.ok:
+        return "compile error"
+    if not build.kernels:
+        return "no kernels"
+    regs = max(k.registers for k in build.kernels)
+    spills = sum(k.spills for k in build.kernels)
+    smem = max(k.shared_bytes for k in build.kernels)
+    n = len(build.kernels)
+    kernels = f"{n} kernels, " if n > 1 else ""
+    return f"{kernels}{regs} regs, {spills} B spilled, {smem} B smem"
+
+
+def correct_cell(t: TaskResult) -> str:
+    if t.correct is None and not t.cases:
+        return "-"
+    return f"{t.cases_passed}/{t.cases_total}"
+
+
+def time_cell(t: TaskResult) -> str:
+    return fmt_time(t.timing.learner_s) if t.timing else "-"
+
+
+def speedup_cell(t: TaskResult) -> str:
+    if not t.timing:
+        return "-"
+    mark = "✓" if t.timing.passed else "✗"
+    return f"{t.timing.speedup:.2f}x (needs {t.timing.min_speedup:g}x) {mark}"
+
+
+def roofline_cell(t: TaskResult) -> str:
+    r = t.roofline
+    if not r:
+        return "-"
+    if r.bound == "memory":
+        return f"{r.percent:.0f}% ({r.achieved_gbs:.0f} GB/s)"
+    return f"{r.percent:.0f}% ({r.achieved_tflops:.1f} TFLOP/s)"
+
+
+def points_cell(t: TaskResult) -> str:
+    return f"{t.points.total:g}/{t.points.max:g}" if t.points else "-"
+
+
+def vendor_line(t: TaskResult) -> str | None:
+    if not t.timing or t.timing.vendor_s is None:
+        return None
+    ratio = t.timing.vendor_ratio or 0.0
+    return (f"PyTorch's own implementation takes {fmt_time(t.timing.vendor_s)}: yours runs at {ratio:.2f}x its "
+            "speed (information only; not graded)")
+
+
+def roofline_line(t: TaskResult) -> str | None:
+    r = t.roofline
+    if not r:
+        return None
+    limit = (f"{r.bandwidth_gbs:.0f} GB/s" if r.bound == "memory"
+             else f"{r.compute_tflops:.0f} TFLOP/s")
+    return (f"roofline: this work needs at least {fmt_time(r.floor_s)} ({r.bound}-bound at {limit}); "
+            f"yours took {fmt_time(t.timing.learner_s)}, {r.percent:.0f}% of the roofline. "
+            f"Ceilings: {r.source}.")
+
+
+def profile_lines(p: Profile | None) -> list[str]:
+    if p is None:
+        return []
+    if not p.available or not p.kernels:
+        return [f"Nsight Compute: {p.message}"] if p.message else []
+    return [line for k in p.kernels for line in kernel_lines(k)]
+
+
+def kernel_lines(k: KernelProfile) -> list[str]:
+    launch = f"<<<{k.grid}, {k.block}>>>" if k.grid and k.block else ""
+    lines = [f"{k.name}{launch}: {k.duration_us:.1f} µs"
+             + (f", DRAM {k.dram_gbs:.0f} GB/s" if k.dram_gbs is not None else "")
+             + (f"; memory {k.memory_pct:.0f}% and compute {k.compute_pct:.0f}% of peak"
+                if k.memory_pct is not None and k.compute_pct is not None else "")]
+    if k.achieved_occupancy_pct is not None:
+        occ = (f"  occupancy {k.achieved_occupancy_pct:.0f}% achieved of {k.theoretical_occupancy_pct or 0:.0f}% "
+               "theoretical")
+        if k.occupancy_limiter:
+            occ += f" (limited by {k.occupancy_limiter})"
+        if k.registers:
+            occ += f"; {k.registers} registers/thread"
+        lines.append(occ)
+    access = []
+    if k.global_load_efficiency_pct is not None:
+        access.append(f"global loads use {k.global_load_efficiency_pct:.0f}% of each fetched sector")
+    if k.global_store_efficiency_pct is not None:
+        access.append(f"stores {k.global_store_efficiency_pct:.0f}%")
+    if k.bank_conflicts is not None:
+        access.append(f"{k.bank_conflicts:.0f} shared-memory bank conflicts")
+    if access:
+        lines.append("  " + "; ".join(access))
+    if k.top_stalls:
+        lines.append("  warps mostly stall on: " + ", ".join(f"{r} {p:.0f}%" for r, p in k.top_stalls))
+    for advice in k.advice[:2]:
+        lines.append(f"  ncu: {advice}")
+    return lines
+
+
+def header_lines(r: GradeResult) -> list[str]:
+    lines = [f"Exercise {r.exercise}: {r.title}", f"submission: {r.submission}"]
+    if r.device:
+        dev = f"GPU: {r.device.name} ({r.device.arch})"
+        if r.device.copy_gbs:
+            dev += f", device copy bandwidth measured now: {r.device.copy_gbs:.0f} GB/s"
+        lines.append(dev)
+    return lines
+
+
+def detail_lines(t: TaskResult) -> list[str]:
+    lines = [t.summary] if t.summary else []
+    if t.error and t.error.get("message") and t.error["message"] != t.summary:
+        lines.append(t.error["message"])
+    failing = next((c for c in t.cases if not c.passed), None)
+    if failing and t.error is None:
+        lines.append(f"case: {failing.case}")
+    if t.build and t.build.ok and t.build.log:
+        lines.append("compiler warnings:\n" + t.build.log)
+    for line in (roofline_line(t), vendor_line(t)):
+        if line:
+            lines.append(line)
+    lines.extend(profile_lines(t.profile))
+    return lines
+
+
+# --------------------------------------------------------------------------- terminal
+
+def render_rich(r: GradeResult) -> Group:
+    table = Table(title=None, show_lines=False, header_style="bold")
+    for col in ("task", "compiled", "correct", "time", "speedup vs naive", "roofline", "points"):
+        table.add_column(col, no_wrap=col in ("task", "points"))
+    for t in r.tasks:
+        style = STATUS_STYLE.get(t.status, "")
+        table.add_row(Text(t.name, style=style), compiled_cell(t.build), correct_cell(t), time_cell(t),
+                      speedup_cell(t), roofline_cell(t), points_cell(t))
+    parts: list = [Text("\n".join(header_lines(r)), style="bold"), table]
+    for t in r.tasks:
+        lines = detail_lines(t)
+        if lines:
+            parts.append(Panel(Text("\n".join(lines)), title=f"{t.name}: {t.status}",
+                               border_style=STATUS_STYLE.get(t.status, ""), title_align="left"))
+    if r.output.strip():
+        parts.append(Panel(Text(r.output.strip()[-2000:]), title="your code printed", title_align="left"))
+    if r.notice:
+        parts.append(Text(r.notice, style="yellow"))
+    verdict = {0: ("all tasks passed", "bold green"), 1: ("some tasks failed", "bold red"),
+               3: ("not fully graded", "bold yellow")}[int(r.exit_code)]
+    parts.append(Text(f"{r.points:g}/{r.max_points:g} points: {verdict[0]} ({r.seconds:.1f} s)", style=verdict[1]))
+    return Group(*parts)
+
+
+# --------------------------------------------------------------------------- HTML
+
+_CSS = """
+<style>
+.s2s {font-family: system-ui, sans-serif; font-size: 13px; line-height: 1.4}
+.s2s table {border-collapse: collapse; margin: 6px 0}
+.s2s th, .s2s td {border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top}
+.s2s th {background: #f3f3f3}
+.s2s .passed {color: #17803d; font-weight: 600} .s2s .failed {color: #b42318; font-weight: 600}
+.s2s .notrun {color: #9a6700; font-weight: 600}
+.s2s pre {background: #f7f7f7; padding: 6px; white-space: pre-wrap; margin: 4px 0}
+.s2s .notice {background: #fff8e1; border-left: 4px solid #f0b400; padding: 6px 10px; margin: 6px 0}
+.s2s details {margin: 4px 0}
+</style>"""
+
+
+def _h(text: str) -> str:
+    return html.escape(str(text))
+
+
+def render_html(r: GradeResult) -> str:
+    rows = []
+    for t in r.tasks:
+        cls = {"passed": "passed", "failed": "failed"}.get(t.status, "notrun")
+        cells = [f'<td class="{cls}">{_h(t.name)}</td>'] + [
+            f"<td>{_h(c)}</td>" for c in (compiled_cell(t.build), correct_cell(t), time_cell(t),
+                                         speedup_cell(t), roofline_cell(t), points_cell(t))]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    head = "".join(f"<th>{c}</th>" for c in
+                   ("task", "compiled", "correct", "time", "speedup vs naive", "roofline", "points"))
+    out = [_CSS, '<div class="s2s">', "<div><b>" + "<br>".join(_h(l) for l in header_lines(r)) + "</b></div>",
+           f"<table><tr>{head}</tr>{''.join(rows)}</table>"]
+    for t in r.tasks:
+        lines = detail_lines(t)
+        if not lines:
+            continue
+        cls = {"passed": "passed", "failed": "failed"}.get(t.status, "notrun")
+        out.append(f'<details open><summary><span class="{cls}">{_h(t.name)}: {_h(t.status)}</span></summary>'
+                   f"<pre>{_h(chr(10).join(lines))}</pre></details>")
+    if r.output.strip():
+        out.append(f"<details><summary>your code printed</summary><pre>{_h(r.output.strip()[-2000:])}</pre></details>")
+    if r.notice:
+        out.append(f'<div class="notice">{_h(r.notice)}</div>')
+    out.append(f"<p><b>{r.points:g}/{r.max_points:g} points</b> ({r.seconds:.1f} s)</p></div>")
+    return "".join(out)
+
+
+def plain_lines(r: GradeResult) -> Iterable[str]:
+    """The table as plain text, for logs."""
+    from rich.console import Console
+    console = Console(width=140, record=True, file=open("/dev/null", "w"))
+    console.print(render_rich(r))
+    return console.export_text().splitlines()

@@ -1,0 +1,218 @@
+"""The result of a grading: one object, rendered as a table, JSON or HTML.
+
+The JSON form is documented by ``grader/result.schema.json`` (its version is
+``SCHEMA_VERSION``); notebooks and nbgrader cells read points from these objects,
+never from printed text.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from grader.build import BuildResult
+
+SCHEMA_VERSION = 1
+
+
+class ExitCode(IntEnum):
+    """Exit status of ``grade exercise``."""
+
+    PASSED = 0          # every graded task passed correctness and the speed bar
+    FAILED = 1          # at least one task failed (compile error, wrong result, too slow, crash, timeout)
+    USAGE = 2           # the command line was wrong (unknown option, unknown exercise or task)
+    NOT_GRADED = 3      # the grading could not be completed here: no GPU, no nvcc, a broken install
+
+
+@dataclass
+class Mismatch:
+    output: str
+    index: list[int]
+    expected: float
+    got: float
+    bad: int
+    total: int
+    reason: str            # "wrong value" | "not written" | "not finite"
+    tolerance: float
+
+
+@dataclass
+class CaseResult:
+    label: str
+    case: dict[str, Any]
+    passed: bool
+    seconds: float = 0.0
+    error: dict[str, str] | None = None      # {"kind", "message"}
+    mismatch: Mismatch | None = None
+
+
+@dataclass
+class Timing:
+    label: str
+    case: dict[str, Any]
+    reps: int
+    learner_s: float
+    baseline_s: float
+    speedup: float
+    min_speedup: float
+    learner_spread: float
+    baseline_spread: float
+    flops: float
+    bytes: float
+    vendor_s: float | None = None
+    vendor_ratio: float | None = None        # vendor time / learner time (>1: learner faster)
+    learner_wall_s: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.speedup >= self.min_speedup
+
+
+@dataclass
+class Roofline:
+    bound: str                  # "memory" | "compute": the larger of the two floors
+    achieved_gbs: float
+    achieved_tflops: float
+    floor_s: float              # the roofline's time for this work
+    percent: float              # floor / measured, in percent
+    bandwidth_gbs: float        # the ceilings used
+    compute_tflops: float | None
+    source: str                 # where the ceilings come from
+
+
+@dataclass
+class KernelProfile:
+    name: str
+    duration_us: float
+    memory_pct: float | None
+    compute_pct: float | None
+    dram_gbs: float | None
+    achieved_occupancy_pct: float | None
+    theoretical_occupancy_pct: float | None
+    occupancy_limiter: str | None
+    registers: int | None
+    block: str | None
+    grid: str | None
+    global_load_efficiency_pct: float | None   # useful bytes / fetched sectors' bytes
+    global_store_efficiency_pct: float | None
+    bank_conflicts: float | None               # shared-memory bank conflicts (wavefronts beyond ideal)
+    top_stalls: list[tuple[str, float]] = field(default_factory=list)   # (reason, % of stall samples)
+    advice: list[str] = field(default_factory=list)                    # ncu's own rule messages
+
+
+@dataclass
+class Profile:
+    available: bool
+    message: str = ""                           # why not, and how to enable
+    kernels: list[KernelProfile] = field(default_factory=list)
+
+
+@dataclass
+class Points:
+    correct: float
+    speed: float
+    max_correct: float
+    max_speed: float
+
+    @property
+    def total(self) -> float:
+        return self.correct + self.speed
+
+    @property
+    def max(self) -> float:
+        return self.max_correct + self.max_speed
+
+
+@dataclass
+class TaskResult:
+    name: str
+    source: str
+    status: str                  # "passed" | "failed" | "not run"
+    summary: str                 # one line a learner reads first
+    build: BuildResult | None = None
+    findings: list[dict[str, Any]] = field(default_factory=list)   # static checks: {"line", "message"}
+    cases: list[CaseResult] = field(default_factory=list)
+    cases_total: int = 0
+    correct: bool | None = None
+    timing: Timing | None = None
+    roofline: Roofline | None = None
+    profile: Profile | None = None
+    error: dict[str, str] | None = None
+    points: Points | None = None
+
+    @property
+    def cases_passed(self) -> int:
+        return sum(c.passed for c in self.cases)
+
+
+@dataclass
+class Device:
+    name: str
+    arch: str
+    copy_gbs: float | None = None
+
+
+@dataclass
+class GradeResult:
+    exercise: str
+    title: str
+    submission: str
+    tasks: list[TaskResult]
+    device: Device | None
+    notice: str = ""             # a stage that could not run, in one sentence, with the fix
+    started: str = ""
+    seconds: float = 0.0
+    output: str = ""             # what the learner's code printed (tail)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def points(self) -> float:
+        return sum(t.points.total for t in self.tasks if t.points)
+
+    @property
+    def max_points(self) -> float:
+        return sum(t.points.max for t in self.tasks if t.points)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if any(t.status == "failed" for t in self.tasks):
+            return ExitCode.FAILED
+        if self.notice and any(t.status == "not run" for t in self.tasks):
+            return ExitCode.NOT_GRADED
+        return ExitCode.PASSED
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == ExitCode.PASSED
+
+    def task(self, name: str) -> TaskResult:
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["points"] = self.points
+        d["max_points"] = self.max_points
+        d["exit_code"] = int(self.exit_code)
+        for td, t in zip(d["tasks"], self.tasks):
+            td["cases_passed"] = t.cases_passed
+            if t.points:
+                td["points"]["total"] = t.points.total
+                td["points"]["max"] = t.points.max
+            if t.timing:
+                td["timing"]["passed"] = t.timing.passed
+        return d
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def _repr_html_(self) -> str:
+        from grader.report import render_html
+        return render_html(self)
+
+    def __rich__(self):
+        from grader.report import render_rich
+        return render_rich(self)

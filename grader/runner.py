@@ -1,0 +1,214 @@
+"""Parent side of the worker protocol: start, feed, watch, kill, restart.
+
+Learner code runs only in the worker process (:mod:`grader.worker`). This module
+gives each task a deadline, turns a hang into a killed process and a crash into a
+failed task, and starts a fresh worker for the tasks that remain, so one broken
+kernel never costs the other tasks their grade.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from grader.spec import Exercise, repo_root
+
+STARTUP_TIMEOUT_S = float(os.environ.get("S2S_STARTUP_TIMEOUT", "180"))
+OUTPUT_LIMIT_BYTES = 64 << 20       # the learner's printf: beyond this the worker is stopped
+OUTPUT_TAIL_BYTES = 4000
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class RunOutcome:
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)   # task -> raw worker result
+    ceilings: dict[str, Any] = field(default_factory=dict)
+    output: str = ""
+    fatal: str = ""                                                    # the environment failed, not the learner
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _crash_message(code: int | None) -> str:
+    if code is None:
+        return "the process stopped unexpectedly"
+    if code < 0:
+        name = _signal_name(code)
+        hints = {"SIGSEGV": "a segmentation fault in host code (a host pointer bug, or dereferencing a device "
+                            "pointer on the CPU)",
+                 "SIGABRT": "abort() was called (a failed assert in host code?)",
+                 "SIGFPE": "an arithmetic error in host code (integer division by zero?)",
+                 "SIGXFSZ": f"it printed more than {OUTPUT_LIMIT_BYTES >> 20} MB of output",
+                 "SIGKILL": "it was killed (out of memory?)"}
+        return f"the process was killed by {name}: {hints.get(name, 'a crash')}"
+    return (f"the process exited with status {code} in the middle of the task: the code called exit(), "
+            "or cudaDeviceReset() tore down the grader's CUDA context")
+
+
+def _limit_output() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT_BYTES, OUTPUT_LIMIT_BYTES))
+
+
+def worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    root = str(repo_root())
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[str, str]], seed: int,
+               *, timing: bool = True, progress: Progress | None = None, device: int = 0) -> RunOutcome:
+    """Grade ``tasks`` (their libraries already built) in as few worker processes as possible."""
+    outcome = RunOutcome()
+    remaining = list(tasks)
+    logs: list[str] = []
+    while remaining:
+        with tempfile.TemporaryFile() as log:
+            current, fresh_results = _one_worker(exercise, remaining, libraries, seed, timing, progress, device,
+                                                 log, outcome)
+            log.seek(0, os.SEEK_END)
+            size = log.tell()
+            log.seek(max(0, size - OUTPUT_TAIL_BYTES))
+            text = log.read().decode(errors="replace")
+            if text.strip():
+                logs.append(("..." if size > OUTPUT_TAIL_BYTES else "") + text)
+        for name in fresh_results:
+            remaining.remove(name)
+        if not fresh_results and current is None and not outcome.fatal:
+            outcome.fatal = "the GPU worker stopped without grading anything"
+        if outcome.fatal:
+            break
+        if current is not None and current in remaining:
+            remaining.remove(current)
+    outcome.output = "\n".join(logs)[-OUTPUT_TAIL_BYTES:]
+    return outcome
+
+
+def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[str, str]], seed: int,
+                timing: bool, progress: Progress | None, device: int, log: Any,
+                outcome: RunOutcome) -> tuple[str | None, list[str]]:
+    """Run one worker until it finishes or dies. Returns (task it died in, tasks it finished)."""
+    read_fd, write_fd = os.pipe()
+    job = {"mode": "grade", "exercise_folder": str(exercise.folder), "order": tasks, "seed": seed,
+           "timing": timing, "device": device, "tasks": libraries}
+    proc = subprocess.Popen([sys.executable, "-m", "grader.worker", str(write_fd)], stdin=subprocess.PIPE,
+                            stdout=log, stderr=log, pass_fds=(write_fd,), env=worker_env(),
+                            cwd=str(exercise.folder), start_new_session=True, preexec_fn=_limit_output)
+    os.close(write_fd)
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(job).encode())
+    proc.stdin.close()
+
+    selector = selectors.DefaultSelector()
+    reader = os.fdopen(read_fd, "rb", buffering=0)
+    selector.register(reader, selectors.EVENT_READ)
+    buffer = b""
+    current: str | None = None
+    finished: list[str] = []
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    stage_text = "starting the GPU worker"
+    eof = False
+    try:
+        while not eof:
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                _kill(proc)
+                if current is not None:
+                    limit = exercise.task(current).timeout_s
+                    outcome.results[current] = _failure(current, "timeout",
+                        f"stopped after {limit:g} s while {stage_text}: an endless loop in a kernel or in host "
+                        "code, or a kernel far too slow for this size")
+                else:
+                    outcome.fatal = f"the GPU worker did not start within {STARTUP_TIMEOUT_S:g} s"
+                return current, finished
+            if not selector.select(timeout=min(timeout, 1.0)):
+                continue
+            chunk = reader.read(65536)
+            if not chunk:
+                eof = True
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                kind = event.get("event")
+                if kind == "ceilings":
+                    outcome.ceilings = {k: v for k, v in event.items() if k != "event"}
+                elif kind == "task_start":
+                    current = event["task"]
+                    deadline = time.monotonic() + exercise.task(current).timeout_s
+                    stage_text = f"grading {current}"
+                elif kind == "progress":
+                    if event.get("stage") == "check":
+                        stage_text = f"checking case {event.get('case')}/{event.get('of')} ({event.get('label')})"
+                    else:
+                        stage_text = f"timing at {event.get('label')}"
+                elif kind == "task_done":
+                    outcome.results[event["task"]] = event["result"]
+                    finished.append(event["task"])
+                    current = None
+                    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+                    if event.get("sticky"):
+                        _kill(proc)
+                        return None, finished
+                elif kind == "fatal":
+                    outcome.fatal = event.get("message", "the GPU worker failed")
+                elif kind == "done":
+                    pass
+                if progress:
+                    progress(event)
+        code = _wait(proc)
+        if current is not None:
+            outcome.results[current] = _failure(current, "crash", f"{_crash_message(code)} (while {stage_text})")
+        elif not finished and not outcome.fatal and code != 0:
+            outcome.fatal = f"the GPU worker failed before it graded anything ({_crash_message(code)})"
+        return current, finished
+    finally:
+        selector.close()
+        reader.close()
+        if proc.poll() is None:
+            _kill(proc)
+
+
+def _failure(task: str, kind: str, message: str) -> dict[str, Any]:
+    return {"task": task, "cases": [], "correct": False, "timing": None, "error": {"kind": kind, "message": message}}
+
+
+def _wait(proc: subprocess.Popen, timeout: float = 30.0) -> int | None:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        return proc.returncode
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
