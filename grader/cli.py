@@ -13,7 +13,9 @@ Exit status: 0 every task passed; 1 some task failed; 2 usage error;
 """
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -42,9 +44,14 @@ def exercise_cmd(
     err = Console(stderr=True)
     out = Console()
     options = Options(submission=submission, tasks=tuple(task or ()), profile=profile)
+    began = time.perf_counter()
+    trace = bool(os.environ.get("S2S_TRACE"))
+
+    def log(message: str) -> None:
+        err.print(f"[{time.perf_counter() - began:6.2f} s] {message}" if trace else f"… {message}")
     try:
         if json_out or not err.is_terminal:
-            result = grade(exercise, options, progress=None if json_out else (lambda m: err.print(f"… {m}")))
+            result = grade(exercise, options, progress=log if (trace or not json_out) else None)
         else:
             with err.status("grading") as status:
                 result = grade(exercise, options, progress=lambda m: status.update(m))

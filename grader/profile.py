@@ -194,7 +194,9 @@ def kernel_profile(action: Any) -> KernelProfile:
         "barriers": m("launch__occupancy_limit_barriers"),
     }
     known = {k: v for k, v in limits.items() if v is not None}
-    limiter = min(known, key=known.get) if known else None
+    theoretical = m("sm__maximum_warps_per_active_cycle_pct")
+    # Name a limiter only when occupancy is actually limited below 100%.
+    limiter = min(known, key=known.get) if known and theoretical is not None and theoretical < 99.5 else None
     stalls = []
     for reason, label in STALL_LABELS.items():
         value = m(f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio")
@@ -205,7 +207,8 @@ def kernel_profile(action: Any) -> KernelProfile:
     advice = []
     for rule in action.rule_results_as_dicts():
         msg = rule.get("rule_message") or {}
-        if msg.get("type") in (ncu_report.MsgType_OPTIMIZATION, ncu_report.MsgType_WARNING) and msg.get("message"):
+        if msg.get("type") in (ncu_report.MsgType_OPTIMIZATION, ncu_report.MsgType_WARNING) and msg.get("message") \
+                and "could not be found" not in msg["message"]:
             text = _clean(msg["message"])
             title = msg.get("title") or rule.get("name", "")
             advice.append(f"{title}: {text}" if title else text)

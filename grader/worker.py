@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib
+import threading
 import json
 import math
 import os
@@ -35,6 +37,9 @@ MIN_REPS = 7
 MAX_REPS = 200
 TIME_BUDGET_S = 1.5                # per task, for the timing loop
 WARMUP = 2
+MIN_OTHER_REPS = 3
+SLEEP_CYCLES = 200_000             # ~0.1 ms at 2 GHz: longer than enqueueing one call takes
+OTHER_BUDGET_S = 0.25
 
 
 class Emitter:
@@ -414,7 +419,10 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
                 o.copy_(g.reshape(o.shape))
         contenders.append(("vendor", run_vendor))
 
-    flush = torch.empty(int(ceilings.get("l2_bytes", 64 << 20)) * 2, dtype=torch.uint8, device="cuda")
+    # Reading (not writing) twice the L2's size evicts everything, including dirty lines from
+    # the output poisoning, and leaves only clean lines behind: the timed call then neither
+    # hits in L2 nor pays for someone else's write-backs.
+    flush = torch.ones(int(ceilings.get("l2_bytes", 64 << 20)) // 2, dtype=torch.int32, device="cuda")
     samples: dict[str, list[float]] = {name: [] for name, _ in contenders}
     walls: dict[str, list[float]] = {name: [] for name, _ in contenders}
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -422,8 +430,11 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
     def once(name: str, fn: Callable[[], None], record: bool) -> str | None:
         for buf in prep.outputs:
             buf.poison()
-        flush.zero_()
+        flush.sum()
         synchronize()
+        # Keep the GPU busy while the host enqueues the call, so that the start event fires
+        # right before the first kernel instead of measuring the host's launch latency too.
+        torch.cuda._sleep(SLEEP_CYCLES)
         t0 = time.perf_counter()
         start.record()
         fn()
@@ -443,15 +454,21 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
         return None
 
     began = time.perf_counter()
-    for _ in range(WARMUP):
+    for i in range(WARMUP):
         for name, fn in contenders:
-            if err := once(name, fn, False):
-                return {"error": {"kind": "timed output wrong", "message": err}}
+            if name == "learner":
+                if err := once(name, fn, False):
+                    return {"error": {"kind": "timed output wrong", "message": err}}
     reps = 0
     previous = None
     while reps < MAX_REPS:
         order = contenders if reps % 2 == 0 else list(reversed(contenders))
         for name, fn in order:
+            # A slow reference point (a naive baseline can be 1000x slower) needs few samples to be
+            # known well enough; past a small budget it is only timed every fourth round.
+            if name != "learner" and len(samples[name]) >= MIN_OTHER_REPS and \
+                    sum(samples[name]) > OTHER_BUDGET_S and reps % 4:
+                continue
             if err := once(name, fn, True):
                 return {"error": {"kind": "timed output wrong", "message": err}}
         reps += 1
@@ -514,29 +531,75 @@ def measure_ceilings() -> dict[str, float]:
 
 def profile_tasks(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise) -> None:
     """Run each task's learner entry once at the benchmark size, between
-    cudaProfilerStart/Stop, so that ncu (started with --profile-from-start off)
-    records the learner's kernels and nothing else."""
+    cudaProfilerStart/Stop and inside an NVTX range named after the task, so that ncu
+    (started with --profile-from-start off) records the learner's kernels and nothing else.
+
+    CuPy alone does the set-up here: under ncu every second of start-up is slower,
+    and nothing is checked, so PyTorch is not needed."""
     import cupy
-    import torch
     prefix = job.get("nvtx_prefix", "s2s/")
+    rng = cupy.random.default_rng(case_seed(int(job["seed"]), "profile", exercise.id))
     for name in job["order"]:
         task = exercise.task(name)
         try:
             entry = Entry(job["tasks"][name]["library"], task)
         except LookupError:
             continue
-        prep = prepare(task, task.benchmark, case_seed(int(job["seed"]), name, "profile"), None)
+        sizes = task.benchmark.sizes
+        keep = []
+        pointers: dict[str, int] = {}
+        for arg in task.inputs + task.outputs:
+            numel = arg.numel(sizes)
+            mem = cupy.cuda.alloc(max(numel * arg.itemsize, 1))
+            keep.append(mem)
+            pointers[arg.name] = mem.ptr
+            if arg.role == "in":
+                _fill_raw(cupy, rng, mem, arg, numel)
         synchronize()
         emit("profile_start", task=name)
-        torch.cuda.nvtx.range_push(prefix + name)
+        _nvtx_push(prefix + name)
         cupy.cuda.profiler.start()
-        entry.call(prep.by_name, task.benchmark.sizes)
+        values = [pointers[a.name] if a.role != "scalar" else sizes[a.name] for a in task.args]
+        entry.fn(*values)
         synchronize()
         cupy.cuda.profiler.stop()
-        torch.cuda.nvtx.range_pop()
+        _nvtx_pop()
         emit("profile_end", task=name)
-        del prep
-        _free()
+        del keep
+
+
+def _fill_raw(cupy, rng, mem, arg: specmod.Arg, numel: int) -> None:
+    normal = rng.standard_normal(numel, dtype=cupy.float32)
+    if arg.dtype == "float32":
+        view = cupy.ndarray((numel,), dtype=cupy.float32, memptr=mem)
+        view[...] = normal
+    elif arg.dtype in ("bfloat16", "float16"):
+        view = cupy.ndarray((numel,), dtype=cupy.uint16, memptr=mem)
+        if arg.dtype == "bfloat16":   # the top half of a float32 is a bfloat16
+            view[...] = (normal.view(cupy.uint32) >> 16).astype(cupy.uint16)
+        else:
+            view[...] = normal.astype(cupy.float16).view(cupy.uint16)
+    else:
+        view = cupy.ndarray((numel * arg.itemsize,), dtype=cupy.uint8, memptr=mem)
+        view[...] = rng.integers(0, 256, numel * arg.itemsize, dtype=cupy.uint8)
+
+
+def _nvtx_push(name: str) -> None:
+    try:
+        import cupy.cuda.nvtx as nvtx
+        nvtx.RangePush(name)
+    except Exception:
+        import torch
+        torch.cuda.nvtx.range_push(name)
+
+
+def _nvtx_pop() -> None:
+    try:
+        import cupy.cuda.nvtx as nvtx
+        nvtx.RangePop()
+    except Exception:
+        import torch
+        torch.cuda.nvtx.range_pop()
 
 
 # --------------------------------------------------------------------------- main
@@ -546,11 +609,19 @@ def main(argv: list[str]) -> int:
     job = json.loads(sys.stdin.read())
     sys.stdin.close()
     try:
+        importer = None
+        if job.get("mode") != "profile":
+            # PyTorch takes seconds to import; let it load while CuPy creates the CUDA context.
+            importer = threading.Thread(target=importlib.import_module, args=("torch",), daemon=True)
+            importer.start()
         import cupy
-        import torch  # noqa: F401  (imported here so its start-up cost is not charged to a task)
         cupy.cuda.set_allocator(None)          # plain cudaMalloc per buffer, no pool: guards stay honest
         cupy.cuda.runtime.setDevice(int(job.get("device", 0)))
+        cupy.cuda.runtime.free(cupy.cuda.runtime.malloc(1))   # creates the context now
         exercise = specmod.load(Path(job["exercise_folder"]))
+        if importer is not None:
+            importer.join()
+            import torch  # noqa: F401  (fails loudly here if the threaded import failed)
     except Exception as exc:  # the environment, not the learner
         emit("fatal", message=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
         return 3
@@ -585,4 +656,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if os.environ.get("S2S_WORKER_PROFILE"):   # performance work on the grader itself
+        import cProfile
+        profiler = cProfile.Profile()
+        code = profiler.runcall(main, sys.argv)
+        profiler.dump_stats(os.environ["S2S_WORKER_PROFILE"])
+        sys.exit(code)
     sys.exit(main(sys.argv))

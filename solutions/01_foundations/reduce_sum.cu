@@ -46,15 +46,15 @@ reduce_kernel(const float* __restrict__ x, float* __restrict__ out, long long n,
         long long n4 = n / 4;
         long long i = tid;
         for (; i + 3 * nthreads < n4; i += 4 * nthreads) {
-            float4 p = __ldcs(x4 + i), q = __ldcs(x4 + i + nthreads);
-            float4 r = __ldcs(x4 + i + 2 * nthreads), s = __ldcs(x4 + i + 3 * nthreads);
+            float4 p = x4[i], q = x4[i + nthreads];
+            float4 r = x4[i + 2 * nthreads], s = x4[i + 3 * nthreads];
             acc0 += (p.x + p.y) + (p.z + p.w);
             acc1 += (q.x + q.y) + (q.z + q.w);
             acc2 += (r.x + r.y) + (r.z + r.w);
             acc3 += (s.x + s.y) + (s.z + s.w);
         }
         for (; i < n4; i += nthreads) {
-            float4 p = __ldcs(x4 + i);
+            float4 p = x4[i];
             acc0 += (p.x + p.y) + (p.z + p.w);
         }
         tail_begin = n4 * 4;

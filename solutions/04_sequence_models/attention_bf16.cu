@@ -24,14 +24,15 @@
 // for O plus 32 x kBlockCols / 32 for S, so for dim = 128 the key tile is 32 wide (128 + 32
 // accumulators) and for dim = 64 it is 64 wide (64 + 64): both stay within 255 registers
 // without spilling. Shared memory: Q tile plus two stages of K and V, rows padded by 16 bytes
-// so the 8 row addresses of each ldmatrix phase land in 8 different bank groups (72 KB for
-// dim = 128, 54 KB for dim = 64): two or three blocks fit on an SM.
+// so the 8 row addresses of each ldmatrix phase land in 8 different bank groups (68 KiB for
+// dim = 128, 54 KiB for dim = 64). At about 220-240 registers per thread, two blocks (8 warps)
+// share an SM; registers, not shared memory, are the limit.
 //
 // Causal attention skips key tiles that lie entirely above the diagonal (per block through
 // the loop bound, per warp through a uniform branch) and heavier query tiles start first.
 //
-// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16" with .bf16): with
-// g = lane / 4 and c = lane % 4, a thread holds
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"):
+// with g = lane / 4 and c = lane % 4, a thread holds
 //   A (16 x 16): rows g and g+8, columns 2c, 2c+1 and 2c+8, 2c+9     (4 registers of 2 bf16)
 //   B (16 x 8):  column g, rows 2c, 2c+1 and 2c+8, 2c+9              (2 registers)
 //   C (16 x 8):  rows g and g+8, columns 2c, 2c+1                    (4 fp32)
@@ -171,7 +172,7 @@ __global__ void __launch_bounds__(kThreads)
     const float scale_log2 = kLog2e / sqrtf(static_cast<float>(D));
 
     // Per-lane ldmatrix row/column offsets (see the layouts in the header comment).
-    // A operand (Q): matrices ordered (rows 0-7, k 0-7), (rows 8-15, k 0-7), (0-7, 8-15), (8-15, 8-15).
+    // A operand (Q): (rows 0-7, k 0-7), (rows 8-15, k 0-7), (0-7, 8-15), (8-15, 8-15).
     const int a_row = (lane % 8) + ((lane / 8) % 2) * 8;
     const int a_col = (lane / 16) * 8;
     // B operand from K [key][dim]: (keys 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15)

@@ -83,7 +83,8 @@ extern "C" void attention(const float* q, const float* k, const float* v, float*
     scores_kernel<<<score_grid, score_block>>>(q, k, scores, seq, dim, causal, scale);
 
     const int softmax_threads = 256;
-    const unsigned softmax_blocks = static_cast<unsigned>((rows + softmax_threads - 1) / softmax_threads);
+    const auto softmax_blocks =
+        static_cast<unsigned>((rows + softmax_threads - 1) / softmax_threads);
     row_softmax_kernel<<<softmax_blocks, softmax_threads>>>(scores, rows, seq);
 
     const dim3 sum_block(64, 4);

@@ -76,8 +76,8 @@ extern "C" void attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k,
     const size_t rows = static_cast<size_t>(bh) * seq;
     float* scores = nullptr;
     if (cudaMalloc(&scores, rows * seq * sizeof(float)) != cudaSuccess) {
-        std::fprintf(stderr, "attention_bf16 baseline: cannot allocate the %zu-byte score matrix\n",
-                     rows * seq * sizeof(float));
+        std::fprintf(stderr, "attention_bf16 baseline: cannot allocate the %zu-byte score "
+                     "matrix\n", rows * seq * sizeof(float));
         return;
     }
     const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
@@ -87,7 +87,8 @@ extern "C" void attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k,
     scores_kernel<<<score_grid, score_block>>>(q, k, scores, seq, dim, causal, scale);
 
     const int softmax_threads = 256;
-    const unsigned softmax_blocks = static_cast<unsigned>((rows + softmax_threads - 1) / softmax_threads);
+    const auto softmax_blocks =
+        static_cast<unsigned>((rows + softmax_threads - 1) / softmax_threads);
     row_softmax_kernel<<<softmax_blocks, softmax_threads>>>(scores, rows, seq);
 
     const dim3 sum_block(64, 4);

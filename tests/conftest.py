@@ -1,0 +1,23 @@
+"""Shared test set-up: GPU tests skip, with the reason, where there is no GPU."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from grader.device import probe
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if not gpu_items:
+        return
+    found = probe()
+    if found.gpu is None:
+        reason = f"needs an NVIDIA GPU: {found.reason}"
+    elif importlib.util.find_spec("cupy") is None:
+        reason = "needs CuPy for the GPU worker: pip install -e '.[gpu]'"
+    else:
+        return
+    for item in gpu_items:
+        item.add_marker(pytest.mark.skip(reason=reason))

@@ -1,0 +1,66 @@
+"""Performance requirements, measured on the GPU: ratios from one run.
+
+Prints a table (use `pytest -m gpu -s` to see it) and checks the requirements:
+exercise 01's vector_add and reduce_sum solutions reach 90% of the device-to-device
+copy bandwidth measured in the same grading, transpose 80%; `grade exercise 01`
+turns around in at most 15 s with counters and 5 s without, on a warm compile cache.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from grader.pipeline import Options, grade
+from grader.spec import find, solutions_dir
+
+pytestmark = pytest.mark.gpu
+
+BANDWIDTH_REQUIREMENT = {"vector_add": 0.90, "reduce_sum": 0.90, "transpose": 0.80}
+
+
+def test_ex01_solutions_against_copy_bandwidth() -> None:
+    ex = find("01")
+    solution = grade("01", Options(submission=solutions_dir() / ex.slug, profile=False))
+    baseline = grade("01", Options(submission=ex.folder / "baselines", profile=False))
+    copy = solution.device.copy_gbs
+    rows = []
+    for t in solution.tasks:
+        b = baseline.task(t.name)
+        ratio = t.roofline.achieved_gbs / copy
+        rows.append((t.name, t.roofline.achieved_gbs, ratio, b.roofline.achieved_gbs, t.timing.speedup,
+                     t.timing.min_speedup, b.timing.speedup))
+    print(f"\ndevice copy bandwidth measured in this run: {copy:.0f} GB/s")
+    print(f"{'task':<11} {'solution GB/s':>13} {'% of copy':>9} {'baseline GB/s':>13} {'speedup':>8} "
+          f"{'needs':>6} {'baseline/baseline':>17}")
+    for name, gbs, ratio, bgbs, speedup, need, bself in rows:
+        print(f"{name:<11} {gbs:13.0f} {ratio:9.1%} {bgbs:13.0f} {speedup:8.2f} {need:6g} {bself:17.2f}")
+    for name, gbs, ratio, *_ in rows:
+        assert ratio >= BANDWIDTH_REQUIREMENT[name], \
+            f"{name}: {ratio:.1%} of copy bandwidth, requirement {BANDWIDTH_REQUIREMENT[name]:.0%}"
+    for name, *_, speedup, need, _b in rows:
+        assert speedup >= 1.3 * need, f"{name}: the solution must clear min_speedup {need} by 30% (got {speedup:.2f})"
+
+
+def _turnaround(*args: str) -> float:
+    env = dict(os.environ)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "grader.cli", "exercise", "01", "--submission",
+                           str(solutions_dir() / "01_foundations"), "--json", *args],
+                          capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return seconds
+
+
+def test_ex01_turnaround_with_warm_cache() -> None:
+    _turnaround("--no-profile")                       # warms the compile cache
+    no_profile = min(_turnaround("--no-profile") for _ in range(2))
+    with_profile = _turnaround()
+    print(f"\n`grade exercise 01` turnaround, warm compile cache: {no_profile:.1f} s without counters, "
+          f"{with_profile:.1f} s with counters")
+    assert no_profile <= 5.0
+    assert with_profile <= 15.0

@@ -1,0 +1,295 @@
+"""Exercise specifications: every exercise.toml loads, and agrees with its stub, baseline,
+hidden solution and float64 reference. Plus the small expression language of the
+shape and roofline formulas, and the messages for broken exercise.toml files.
+"""
+from __future__ import annotations
+
+import keyword
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader import spec
+from grader.inspect_source import check
+from grader.spec import Expr, SpecError, Task
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = spec.discover()
+TASKS = [(ex, task) for ex in EXERCISES for task in ex.tasks]
+TASK_IDS = [f"{ex.id}-{task.name}" for ex, task in TASKS]
+# The reference is run at the smallest sizes only: float64 on a CPU.
+SMALL_ELEMENTS = 1 << 16
+
+
+def test_exercises_are_discovered():
+    folders = sorted(p.parent.name for p in (ROOT / "exercises").glob("*/exercise.toml"))
+    assert [ex.slug for ex in EXERCISES] == folders
+    assert "01_foundations" in folders
+    for ex in EXERCISES:
+        assert ex.id == ex.slug.split("_", 1)[0]
+        assert ex.tasks
+
+
+def test_find_accepts_number_name_and_path():
+    ex = spec.find("01")
+    assert spec.find("1").folder == ex.folder
+    assert spec.find("01_foundations").folder == ex.folder
+    assert spec.find(str(ex.folder)).folder == ex.folder
+
+
+def test_find_unknown_exercise_lists_the_known_ones():
+    with pytest.raises(SpecError) as err:
+        spec.find("99")
+    assert "there is no exercise '99'" in str(err.value)
+    for ex in EXERCISES:
+        assert ex.slug in str(err.value)
+
+
+# --------------------------------------------------------------------------- sources agree with the spec
+
+def sources(ex: spec.Exercise, task: Task) -> dict[str, Path]:
+    return {"stub": ex.folder / task.source,
+            "baseline": ex.folder / task.baseline,
+            "solution": ROOT / "solutions" / ex.slug / task.source}
+
+
+@pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
+def test_sources_exist_and_match_the_prototype(ex, task):
+    for kind, path in sources(ex, task).items():
+        assert path.is_file(), f"{kind} {path} is missing"
+        findings = check(path, task)
+        assert findings == [], f"{kind} {path.name}: " + "; ".join(f"line {f.line}: {f.message}" for f in findings)
+
+
+@pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
+def test_prototype_appears_in_the_stub(ex, task):
+    """The stub shows the learner the exact declaration the grader calls."""
+    stub = " ".join((ex.folder / task.source).read_text().split())
+    assert task.prototype().rstrip(";") + " {" in stub
+
+
+@pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
+def test_stub_is_not_the_solution(ex, task):
+    paths = sources(ex, task)
+    assert paths["stub"].read_text() != paths["solution"].read_text()
+    assert "__global__" in paths["solution"].read_text()
+
+
+def test_prototype_spells_c_types():
+    task = spec.find("01").task("transpose")
+    assert task.prototype() == 'extern "C" void transpose(const float* in, float* out, int rows, int cols);'
+
+
+# --------------------------------------------------------------------------- reference agrees with the spec
+
+@pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
+def test_reference_parameters_are_inputs_then_scalars(ex, task):
+    fn = ex.reference_function(task)
+    want = [a.name + "_" if keyword.iskeyword(a.name) else a.name for a in task.inputs + task.scalars]
+    assert spec.reference_parameters(fn) == want
+
+
+def test_keyword_parameter_gets_trailing_underscore():
+    ex = spec.find("01")
+    assert spec.reference_parameters(ex.reference_function(ex.task("transpose")))[0] == "in_"
+
+
+def small_cases(task: Task) -> list[spec.Case]:
+    def elements(case: spec.Case) -> int:
+        return sum(a.numel(case.sizes) for a in task.inputs + task.outputs)
+    return [c for c in task.cases if elements(c) <= SMALL_ELEMENTS]
+
+
+@pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
+def test_reference_output_shapes_match_the_spec(ex, task):
+    fn = ex.reference_function(task)
+    cases = small_cases(task)
+    assert cases, "every task needs cases small enough to check on a CPU"
+    gen = torch.Generator().manual_seed(0)
+    for case in cases:
+        inputs = [torch.randn(a.dims(case.sizes), generator=gen, dtype=torch.float64) for a in task.inputs]
+        with torch.no_grad():
+            got = fn(*inputs, *(case.sizes[a.name] for a in task.scalars))
+        got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
+        assert len(got) == len(task.outputs)
+        for out, arg in zip(got, task.outputs):
+            assert tuple(out.shape) == arg.dims(case.sizes), f"{arg.name} at {case.describe()}"
+            assert out.dtype == torch.float64
+            assert bool(torch.isfinite(out).all())
+
+
+def test_ex01_references_compute_the_right_thing():
+    ex = spec.find("01")
+    ref = ex.load_reference()
+    a, b = torch.arange(5, dtype=torch.float64), torch.ones(5, dtype=torch.float64)
+    assert ref.vector_add(a, b, 5).tolist() == [1, 2, 3, 4, 5]
+    assert ref.reduce_sum(a, 5).tolist() == [10]
+    m = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    assert ref.transpose(m, 2, 3).tolist() == [[0, 3], [1, 4], [2, 5]]
+
+
+# --------------------------------------------------------------------------- cases and benchmark
+
+@pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
+def test_benchmark_is_one_of_the_cases(ex, task):
+    assert task.benchmark.sizes in [c.sizes for c in task.cases]
+
+
+@pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
+def test_cases_include_the_smallest_and_odd_sizes(ex, task):
+    scalars = [a.name for a in task.scalars]
+    assert any(c.sizes[s] == 1 for c in task.cases for s in scalars), "a case with some size 1"
+    assert any(c.sizes[s] % 2 == 1 and c.sizes[s] > 1 for c in task.cases for s in scalars), "an odd size > 1"
+
+
+@pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
+def test_formulas_evaluate_at_the_benchmark(ex, task):
+    flops, nbytes = task.work(task.benchmark)
+    assert flops >= 0 and nbytes > 0
+    moved = sum(a.numel(task.benchmark.sizes) * a.itemsize for a in task.inputs + task.outputs)
+    # The byte formula is the least traffic: every input read once, every output written once.
+    assert nbytes == pytest.approx(moved, rel=0.01)
+
+
+def test_ex01_benchmark_is_large_enough_to_measure_bandwidth():
+    for task in spec.find("01").tasks:
+        elements = sum(a.numel(task.benchmark.sizes) for a in task.inputs)
+        assert elements >= 2 ** 26, task.name
+
+
+# --------------------------------------------------------------------------- expressions
+
+@pytest.mark.parametrize("text, env, expected", [
+    ("12 * n", {"n": 5}, 60),
+    ("(n + 3) // 4 - n % 4 + 2 ** k", {"n": 10, "k": 3}, 3 - 2 + 8),
+    ("n / 4", {"n": 10}, 2.5),
+    ("-n + 1", {"n": 3}, -2),
+    ("2 * s * (s + 1) if causal else 4 * s * s", {"s": 3, "causal": 1}, 24),
+    ("2 * s * (s + 1) if causal else 4 * s * s", {"s": 3, "causal": 0}, 36),
+    ("1 if n > 4 else 0", {"n": 5}, 1),
+    ("1 if n == 4 else 0", {"n": 5}, 0),
+    ("min(a, b) + max(a, b, 7)", {"a": 2, "b": 5}, 9),
+    ("ceil_div(n, 32)", {"n": 33}, 2),
+    ("1.5 * n", {"n": 2}, 3.0),
+])
+def test_expr_evaluates(text, env, expected):
+    assert Expr(text)(env) == expected
+
+
+def test_expr_names_are_the_scalars_it_uses():
+    assert Expr("min(rows, 4) * cols if causal else 0").names() == {"rows", "cols", "causal"}
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("n.bit_length()", "is not allowed"),
+    ("__import__('os').system('true')", "is not allowed"),
+    ("open('x')", "is not allowed"),
+    ("abs(n)", "is not allowed"),
+    ("[n]", "is not allowed"),
+    ("lambda: n", "is not allowed"),
+    ("m * 2", "'m', which is not a scalar of this task"),
+    ("'n'", "is not allowed"),
+    ("min(a=n)", "is not allowed"),
+])
+def test_expr_rejects_unsafe_or_unknown(text, fragment):
+    with pytest.raises(SpecError) as err:
+        Expr(text)({"n": 3})
+    assert fragment in str(err.value)
+    assert repr(text) in str(err.value)
+
+
+# --------------------------------------------------------------------------- broken exercise.toml
+
+GOOD_TASK = """
+[[tasks]]
+name = "scale"
+source = "scale.cu"
+baseline = "baselines/scale.cu"
+flops = "n"
+bytes = "8 * n"
+min_speedup = 2.0
+args = [
+  { name = "x", role = "in", dtype = "float32", shape = ["n"] },
+  { name = "y", role = "out", dtype = "float32", shape = ["n"] },
+  { name = "n", role = "scalar", dtype = "int32" },
+]
+cases = [{ n = 1 }, { n = 33 }]
+benchmark = { n = 33 }
+"""
+HEADER = 'id = "99"\ntitle = "Scratch"\n'
+
+
+def write_exercise(tmp_path: Path, text: str) -> Path:
+    folder = tmp_path / "99_scratch"
+    folder.mkdir()
+    (folder / "exercise.toml").write_text(text)
+    return folder
+
+
+def test_minimal_exercise_loads_with_defaults(tmp_path):
+    ex = spec.load(write_exercise(tmp_path, HEADER + GOOD_TASK))
+    task = ex.task("scale")
+    assert (ex.id, ex.title, task.symbol, task.reference) == ("99", "Scratch", "scale", "scale")
+    assert (task.rtol, task.atol, task.compute, task.condition) == (1e-5, 0.0, "fp32", "none")
+    assert task.points.total == 2
+    assert task.prototype() == 'extern "C" void scale(const float* x, float* y, int n);'
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (lambda t: t.replace('title = "Scratch"\n', ""), "missing required field 'title'"),
+    (lambda t: t.replace('baseline = "baselines/scale.cu"\n', ""), "missing required field 'baseline'"),
+    (lambda t: t.replace("min_speedup = 2.0", "min_speedup = 0"), "min_speedup must be positive"),
+    (lambda t: t.replace('role = "out"', 'role = "output"'), "argument 'y' has role 'output'"),
+    (lambda t: t.replace('dtype = "int32"', 'dtype = "int16"'), "argument 'n' has dtype 'int16'"),
+    (lambda t: t.replace('name = "n", role = "scalar", dtype = "int32"', 'name = "n", role = "scalar", dtype = "float64"'),
+     "scalar 'n' must be one of"),
+    (lambda t: t.replace('shape = ["n"] },\n  { name = "y"', 'shape = ["m"] },\n  { name = "y"'),
+     "shape of 'x' uses ['m']"),
+    (lambda t: t.replace('bytes = "8 * n"', 'bytes = "8 * size"'), "formula '8 * size' uses ['size']"),
+    (lambda t: t.replace("{ n = 33 }]", "{ m = 33 }]"), "missing ['n']; unknown ['m']"),
+    (lambda t: t.replace('flops = "n"', 'flops = "n"\ncompute = "fp64"'), "compute must be one of"),
+    (lambda t: t.replace('flops = "n"', 'flops = "n"\ncondition = "rel"'), "condition must be 'none' or 'abs'"),
+    (lambda t: t.replace('  { name = "y", role = "out", dtype = "float32", shape = ["n"] },\n', ""),
+     "a task needs at least one 'out' argument"),
+    (lambda t: t.replace("cases = [{ n = 1 }, { n = 33 }]", "cases = []"), "'cases' is empty"),
+    (lambda t: t + GOOD_TASK, "task names must be unique"),
+    (lambda t: t.split("[[tasks]]")[0], "at least one [[tasks]] entry"),
+    (lambda t: t.replace("[[tasks]]", "[[tasks]\n"), "exercise.toml"),
+])
+def test_broken_exercise_toml_names_the_field(tmp_path, change, fragment):
+    text = change(HEADER + GOOD_TASK)
+    assert text != HEADER + GOOD_TASK
+    folder = write_exercise(tmp_path, text)
+    with pytest.raises(SpecError) as err:
+        spec.load(folder)
+    message = str(err.value)
+    assert fragment in message
+    assert str(folder / "exercise.toml") in message
+
+
+def test_errors_inside_a_task_name_the_task(tmp_path):
+    folder = write_exercise(tmp_path, HEADER + GOOD_TASK.replace("min_speedup = 2.0", "min_speedup = -1"))
+    with pytest.raises(SpecError, match=r"\[task scale\]"):
+        spec.load(folder)
+
+
+def test_missing_exercise_toml(tmp_path):
+    with pytest.raises(SpecError, match="does not exist"):
+        spec.load(tmp_path)
+
+
+def test_unknown_task_lists_the_tasks():
+    with pytest.raises(SpecError) as err:
+        spec.find("01").task("matmul")
+    assert "has no task 'matmul'" in str(err.value)
+    assert "vector_add, reduce_sum, transpose" in str(err.value)
+
+
+def test_shapes_and_work_of_a_case():
+    task = spec.find("01").task("transpose")
+    sizes = {"rows": 3, "cols": 5}
+    assert [a.dims(sizes) for a in task.inputs + task.outputs] == [(3, 5), (5, 3)]
+    assert task.work(spec.Case(sizes)) == (0.0, 8.0 * 15)
+    assert math.prod(task.outputs[0].dims(sizes)) == task.outputs[0].numel(sizes)
