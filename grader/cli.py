@@ -36,6 +36,8 @@ def exercise_cmd(
     task: Annotated[Optional[list[str]], typer.Option(help="grade only this task (repeatable)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON on stdout")] = False,
     profile: Annotated[bool, typer.Option("--profile/--no-profile", help="collect Nsight Compute counters")] = True,
+    roofline: Annotated[Optional[Path], typer.Option(help="also draw the roofline of the timed kernels "
+                                                         "into this PNG file")] = None,
 ) -> None:
     """Grade an exercise."""
     from grader.pipeline import GradingError, Options, grade
@@ -62,6 +64,14 @@ def exercise_cmd(
         sys.stdout.write(result.to_json() + "\n")
     else:
         out.print(render_rich(result))
+    if roofline is not None:
+        from grader.roofline_view import roofline_png
+        png = roofline_png(result)
+        if png:
+            roofline.write_bytes(png)
+            err.print(f"roofline written to {roofline}")
+        else:
+            err.print("no roofline: nothing was timed")
     raise typer.Exit(int(result.exit_code))
 
 

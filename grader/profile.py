@@ -31,6 +31,10 @@ EXTRA_METRICS = (
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
     "dram__bytes_read.sum",
     "dram__bytes_write.sum",
+    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
 )
 PERMISSION_HELP = (
     "Nsight Compute may not read this GPU's performance counters (ERR_NVGPUCTRPERM). Run the grader as "
@@ -233,9 +237,25 @@ def kernel_profile(action: Any) -> KernelProfile:
         global_load_efficiency_pct=100.0 * ld / 32.0 if ld else None,
         global_store_efficiency_pct=100.0 * st / 32.0 if st else None,
         bank_conflicts=sum(conflicts) if conflicts else None,
+        dram_bytes=_sum_or_none(m("dram__bytes_read.sum"), m("dram__bytes_write.sum")),
+        fp32_flops=_fp32_flops(m),
+        tensor_pipe_pct=m("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"),
         top_stalls=top,
         advice=advice[:4],
     )
+
+
+def _sum_or_none(*values: float | None) -> float | None:
+    return None if any(v is None for v in values) else float(sum(values))
+
+
+def _fp32_flops(m) -> float | None:
+    fadd = m("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum")
+    fmul = m("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum")
+    ffma = m("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum")
+    if fadd is None or fmul is None or ffma is None:
+        return None
+    return fadd + fmul + 2.0 * ffma
 
 
 def _clean(text: str) -> str:

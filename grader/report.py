@@ -211,6 +211,9 @@ def render_html(r: GradeResult) -> str:
                    ("task", "compiled", "correct", "time", "speedup vs naive", "roofline", "points"))
     out = [_CSS, '<div class="s2s">', "<div><b>" + "<br>".join(_h(l) for l in header_lines(r)) + "</b></div>",
            f"<table><tr>{head}</tr>{''.join(rows)}</table>"]
+    picture = _roofline_img(r)
+    if picture:
+        out.append(picture)
     for t in r.tasks:
         lines = detail_lines(t)
         if not lines:
@@ -224,6 +227,22 @@ def render_html(r: GradeResult) -> str:
         out.append(f'<div class="notice">{_h(r.notice)}</div>')
     out.append(f"<p><b>{r.points:g}/{r.max_points:g} points</b> ({r.seconds:.1f} s)</p></div>")
     return "".join(out)
+
+
+def _roofline_img(r: GradeResult) -> str:
+    """The roofline as an inline PNG; empty when nothing was timed or matplotlib is missing."""
+    if not any(t.timing for t in r.tasks):
+        return ""
+    try:
+        from grader.roofline_view import roofline_png
+        png = roofline_png(r)
+    except ImportError:
+        return ""
+    if not png:
+        return ""
+    import base64
+    data = base64.b64encode(png).decode()
+    return f'<div><img alt="roofline" style="max-width: 820px" src="data:image/png;base64,{data}"></div>'
 
 
 def plain_lines(r: GradeResult) -> Iterable[str]:

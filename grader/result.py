@@ -97,6 +97,9 @@ class KernelProfile:
     global_load_efficiency_pct: float | None   # useful bytes / fetched sectors' bytes
     global_store_efficiency_pct: float | None
     bank_conflicts: float | None               # shared-memory bank conflicts (wavefronts beyond ideal)
+    dram_bytes: float | None = None            # bytes read + written in DRAM (counters)
+    fp32_flops: float | None = None            # FADD + FMUL + 2 x FFMA executed, per thread (counters)
+    tensor_pipe_pct: float | None = None       # tensor-core pipe busy, % of peak
     top_stalls: list[tuple[str, float]] = field(default_factory=list)   # (reason, % of stall samples)
     advice: list[str] = field(default_factory=list)                    # ncu's own rule messages
 
