@@ -252,8 +252,10 @@ def demangle(names: list[str]) -> list[str]:
 
 
 def _short(name: str) -> str:
+    """'void (anonymous namespace)::kernel<128, 32>(float const*, ...)' -> 'kernel<128, 32>'."""
     name = name.replace("(anonymous namespace)::", "")
-    return name.split("(", 1)[0] if "(" in name else name
+    name = name.split("(", 1)[0] if "(" in name else name
+    return name[5:] if name.startswith("void ") else name
 
 
 def exported_symbols(library: Path) -> set[str] | None:

@@ -5,6 +5,7 @@
     grade exercise 01 --task transpose     one task only
     grade exercise 01 --json               the result as JSON on stdout
     grade exercise 01 --no-profile         skip Nsight Compute
+    grade exercise 01 --sanitize           correctness under compute-sanitizer (memcheck, racecheck)
     grade list                             exercises, tasks and your last results
     grade hardware                         measure this GPU's real ceilings
 
@@ -38,6 +39,8 @@ def exercise_cmd(
     profile: Annotated[bool, typer.Option("--profile/--no-profile", help="collect Nsight Compute counters")] = True,
     roofline: Annotated[Optional[Path], typer.Option(help="also draw the roofline of the timed kernels "
                                                          "into this PNG file")] = None,
+    sanitize: Annotated[bool, typer.Option("--sanitize", help="run the correctness cases under "
+                                           "compute-sanitizer (memcheck, racecheck) instead of timing")] = False,
 ) -> None:
     """Grade an exercise."""
     from grader.pipeline import GradingError, Options, grade
@@ -45,7 +48,8 @@ def exercise_cmd(
 
     err = Console(stderr=True)
     out = Console()
-    options = Options(submission=submission, tasks=tuple(task or ()), profile=profile)
+    options = Options(submission=submission, tasks=tuple(task or ()), profile=profile and not sanitize,
+                      sanitize=sanitize)
     began = time.perf_counter()
     trace = bool(os.environ.get("S2S_TRACE"))
 

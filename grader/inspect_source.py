@@ -26,6 +26,19 @@ LIBRARIES = [
 PROCESS = [
     (re.compile(r"\bcudaDeviceReset\s*\("), "cudaDeviceReset() destroys the CUDA context the grader is using; "
                                             "remove it (the grader manages the device)"),
+    (re.compile(r"\b(cudaEventRecord|cudaEventElapsedTime|cudaEventSynchronize|cudaProfilerStart|"
+                r"cudaProfilerStop|cuEventRecord|cuEventElapsedTime)\b"),
+     "the grader does the timing; your code may not call or redefine CUDA's event and profiler functions"),
+    (re.compile(r"\b(dlopen|dlsym|mprotect|ptrace|process_vm_writev)\s*\(|/proc/self|#\s*include\s*[<\"]Python\.h"),
+     "reaches into the grading process (dynamic symbols, memory protection, the Python runtime); "
+     "a kernel task needs none of that"),
+    (re.compile(r"\bPy[A-Z][A-Za-z]*_[A-Za-z]\w*\s*\("),
+     "calls the Python C API: your code runs inside the grader's process and must leave it alone"),
+    (re.compile(r"\b(fork|vfork|system|popen|execl|execlp|execle|execv|execvp|execve|posix_spawn)\s*\("),
+     "starts another process; a kernel task needs none"),
+    (re.compile(r"\b(std::thread|std::async|pthread_create)\b"),
+     "starts a host thread: work it does after your function returns is invisible to the timer. Launch "
+     "your kernels from the calling thread, on the default stream"),
 ]
 
 
@@ -52,13 +65,17 @@ def strip_comments(text: str) -> str:
             j = n if j < 0 else j + 2
             out.append("".join(c if c == "\n" else " " for c in text[i:j]))
             i = j
-        elif text[i] == '"' and not _in_include(text, i):
+        elif text[i] == '"':
             j = i + 1
-            while j < n and text[j] != '"' and text[j] != "\n":
+            while j < n and text[j] not in '"\n':
                 j += 2 if text[j] == "\\" else 1
-            j = min(j + 1, n)
-            out.append('"' + " " * max(0, j - i - 2) + ('"' if j - i >= 2 else ""))
-            i = j
+            closed = j < n and text[j] == '"'
+            end = j + 1 if closed else min(j, n)
+            if _in_include(text, i):      # #include "x.h" and extern "C" keep their text
+                out.append(text[i:end])
+            else:                         # a string literal keeps only its quotes
+                out.append('"' + " " * max(0, end - i - 2) + ('"' if closed else " "))
+            i = end
         else:
             out.append(text[i])
             i += 1

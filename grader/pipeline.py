@@ -38,6 +38,7 @@ class Options:
     profile: bool = True
     timing: bool = True
     seed: int | None = None
+    sanitize: bool = False       # run the correctness cases under compute-sanitizer instead of timing
 
 
 def grade(exercise_id: str, options: Options | None = None, progress: Progress | None = None) -> GradeResult:
@@ -100,7 +101,9 @@ def grade(exercise_id: str, options: Options | None = None, progress: Progress |
         return result
 
     seed = options.seed if options.seed is not None else secrets.randbits(63)
-    if ready:
+    if ready and options.sanitize:
+        _sanitize(exercise, ready, by_name, libraries, seed, gpu.index, say, result)
+    elif ready:
         from grader.runner import run_worker
 
         def on_event(event: dict[str, Any]) -> None:
@@ -138,8 +141,54 @@ def grade(exercise_id: str, options: Options | None = None, progress: Progress |
             for t in profiled:
                 by_name[t.name].profile = profiles.get(t.name)
     result.seconds = time.perf_counter() - started
-    state.save(result)
+    if not options.sanitize:      # `grade list` shows gradings, not sanitizer runs
+        state.save(result)
     return result
+
+
+def _sanitize(exercise: Exercise, ready: list[Task], by_name: dict[str, TaskResult],
+              libraries: dict[str, dict[str, str]], seed: int, device: int, say: Progress,
+              result: GradeResult) -> None:
+    """Correctness cases (the small ones) under memcheck, then racecheck; no timing."""
+    from grader import sanitize
+    from grader.runner import Launch, run_worker
+    if sanitize.find_sanitizer() is None:
+        result.notice = ("compute-sanitizer was not found: it ships with the CUDA toolkit (bin/compute-sanitizer); "
+                         "put that folder on PATH or set CUDA_HOME.")
+        for t in ready:
+            by_name[t.name].status, by_name[t.name].summary = "not run", "not sanitized: compute-sanitizer is missing"
+        return
+    sources = {t.source: t.name for t in ready}
+    for t in ready:
+        by_name[t.name].status, by_name[t.name].correct = "passed", True
+    for tool in sanitize.TOOLS:
+        say(f"running the correctness cases under compute-sanitizer {tool}")
+        log = sanitize.log_path()
+        launch = Launch(mode="sanitize", wrapper=tuple(sanitize.wrapper(tool, log)),
+                        env=(("PYTORCH_NO_CUDA_MEMORY_CACHING", "1"),), timeout_factor=20.0)
+        outcome = run_worker(exercise, [t.name for t in ready], libraries, seed, timing=False, device=device,
+                             launch=launch)
+        findings = sanitize.parse(log.read_text(errors="replace") if log.exists() else "", tool, sources)
+        log.unlink(missing_ok=True)
+        for t in ready:
+            tr = by_name[t.name]
+            tr.sanitizer.extend(f.to_dict() for f in findings.get(t.name, []))
+            raw = outcome.results.get(t.name)
+            if raw is not None and tool == "memcheck":
+                _apply_run(tr, t, raw, {})
+        if outcome.fatal:
+            result.notice = f"the sanitizer run failed: {outcome.fatal}"
+    for t in ready:
+        tr = by_name[t.name]
+        tr.points = Points(0, 0, t.points.correct, t.points.speed)   # a sanitizer run awards no points
+        if tr.sanitizer:
+            first = tr.sanitizer[0]
+            tr.status = "failed"
+            tr.summary = (f"compute-sanitizer {first['tool']} found {len(tr.sanitizer)} problem(s); first at "
+                          f"{first['location']}: {first['message']}")
+        elif tr.status == "passed":
+            tr.summary = (f"compute-sanitizer memcheck and racecheck found nothing in {tr.cases_passed} "
+                          "correctness cases (the sanitizer run is not timed and gives no points)")
 
 
 def _not_run(task: Task, submission: Path, summary: str) -> TaskResult:
@@ -193,6 +242,14 @@ def _ceilings(device_name: str, copy_gbs: float | None) -> dict[str, Any]:
         measured = cached(cache_dir() / "hardware", device_name)
     except Exception:
         measured = None
+    # What no kernel can beat: the spec sheet's peaks (with 5% slack for clocks above boost),
+    # or, for a GPU without a spec sheet, 1.3x the copy bandwidth measured now.
+    out["physical_gbs"] = spec.memory_bandwidth_gbs * 1.05 if spec is not None else (copy_gbs or 0) * 1.3 or None
+    out["physical_tflops"] = {}
+    if spec is not None:
+        out["physical_tflops"] = {k: v * 1.05 for k, v in {
+            "fp32": spec.fp32_tflops, "bf16_tensor": spec.bf16_tensor_tflops, "fp16_tensor": spec.fp16_tensor_tflops,
+            "int8_tensor": spec.int8_tensor_tops, "fp8_tensor": spec.fp8_tensor_tflops}.items() if v}
     if spec is not None:
         out["compute"] = {"fp32": spec.fp32_tflops, "bf16_tensor": spec.bf16_tensor_tflops,
                           "fp16_tensor": spec.fp16_tensor_tflops, "int8_tensor": spec.int8_tensor_tops,
@@ -223,6 +280,10 @@ def _apply_run(tr: TaskResult, task: Task, raw: dict[str, Any], ceilings: dict[s
                            flops=timing["flops"], bytes=timing["bytes"], vendor_s=timing.get("vendor_s"),
                            vendor_ratio=timing.get("vendor_ratio"), learner_wall_s=timing.get("learner_wall_s"))
         tr.roofline = _roofline(task, tr.timing, ceilings)
+    if tr.timing and not error:
+        error = _impossible(task, tr.timing, ceilings)
+        if error:
+            tr.correct = False
     speed_ok = bool(tr.timing and tr.timing.passed and tr.correct)
     tr.points = Points(task.points.correct if tr.correct else 0.0, task.points.speed if speed_ok else 0.0,
                        task.points.correct, task.points.speed)
@@ -246,6 +307,24 @@ def _apply_run(tr: TaskResult, task: Task, raw: dict[str, Any], ceilings: dict[s
         tr.status = "failed"
         tr.summary = (f"correct ({tr.cases_passed}/{tr.cases_total}), but only {tr.timing.speedup:.2f}x the "
                       f"naive baseline where {task.min_speedup:g}x is required")
+
+
+def _impossible(task: Task, timing: Timing, ceilings: dict[str, Any]) -> dict[str, str] | None:
+    """A time below the physical floor means the timer did not see the work."""
+    gbs = timing.bytes / timing.learner_s / 1e9
+    tflops = timing.flops / timing.learner_s / 1e12
+    limit_gbs = ceilings.get("physical_gbs")
+    limit_tflops = ceilings.get("physical_tflops", {}).get(task.compute)
+    if limit_gbs and gbs > limit_gbs:
+        what = f"{gbs:.0f} GB/s of memory traffic where this GPU's memory moves at most {limit_gbs:.0f} GB/s"
+    elif limit_tflops and tflops > limit_tflops:
+        what = f"{tflops:.1f} TFLOP/s where this GPU peaks at {limit_tflops:.1f} TFLOP/s ({task.compute})"
+    else:
+        return None
+    return {"kind": "impossible time", "message": (
+        f"measured {timing.learner_s * 1e6:.1f} µs for this work, which would mean {what}: faster than the "
+        "hardware allows, so part of the work happened outside the timed call (another stream, a host "
+        "thread, or results reused from an earlier call), or in lower precision than the task asks")}
 
 
 def describe_failure(case: CaseResult) -> str:

@@ -29,6 +29,8 @@ EXTRA_METRICS = (
     "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "smsp__sass_inst_executed_op_shared_ld.sum",
+    "smsp__sass_inst_executed_op_shared_st.sum",
     "dram__bytes_read.sum",
     "dram__bytes_write.sum",
     "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
@@ -228,7 +230,7 @@ def kernel_profile(action: Any) -> KernelProfile:
         memory_pct=m("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),
         compute_pct=m("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
         dram_gbs=dram / 1e9 if dram is not None else None,
-        achieved_occupancy_pct=m("sm__warps_active.avg.pct_of_peak_sustained_active"),
+        achieved_occupancy_pct=_pct(m("sm__warps_active.avg.pct_of_peak_sustained_active")),
         theoretical_occupancy_pct=m("sm__maximum_warps_per_active_cycle_pct"),
         occupancy_limiter=limiter,
         registers=int(m("launch__registers_per_thread") or 0) or None,
@@ -237,12 +239,19 @@ def kernel_profile(action: Any) -> KernelProfile:
         global_load_efficiency_pct=100.0 * ld / 32.0 if ld else None,
         global_store_efficiency_pct=100.0 * st / 32.0 if st else None,
         bank_conflicts=sum(conflicts) if conflicts else None,
+        shared_instructions=_sum_or_none(m("smsp__sass_inst_executed_op_shared_ld.sum"),
+                                         m("smsp__sass_inst_executed_op_shared_st.sum")),
         dram_bytes=_sum_or_none(m("dram__bytes_read.sum"), m("dram__bytes_write.sum")),
         fp32_flops=_fp32_flops(m),
         tensor_pipe_pct=m("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"),
         top_stalls=top,
         advice=advice[:4],
     )
+
+
+def _pct(value: float | None) -> float | None:
+    """Sampled percentages can land a hair above 100; a learner should never read 100.01%."""
+    return None if value is None else min(max(value, 0.0), 100.0)
 
 
 def _sum_or_none(*values: float | None) -> float | None:

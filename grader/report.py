@@ -116,7 +116,11 @@ def kernel_lines(k: KernelProfile) -> list[str]:
         access.append(f"global loads use {k.global_load_efficiency_pct:.0f}% of each fetched sector")
     if k.global_store_efficiency_pct is not None:
         access.append(f"stores {k.global_store_efficiency_pct:.0f}%")
-    if k.bank_conflicts is not None:
+    if k.bank_conflicts is not None and k.shared_instructions:
+        # Per instruction, so that it reads the same at any size: 0 is conflict-free, 31 a 32-way conflict.
+        access.append(f"shared memory: {k.bank_conflicts / k.shared_instructions:.2f} extra bank-conflict "
+                      "wavefronts per instruction (0 is conflict-free, 31 a 32-way conflict)")
+    elif k.bank_conflicts is not None and k.shared_instructions is None:
         access.append(f"{k.bank_conflicts:.0f} shared-memory bank conflicts")
     if access:
         lines.append("  " + "; ".join(access))
@@ -146,6 +150,8 @@ def detail_lines(t: TaskResult) -> list[str]:
         lines.append(f"case: {failing.case}")
     if t.build and t.build.ok and t.build.log:
         lines.append("compiler warnings:\n" + t.build.log)
+    for finding in t.sanitizer[:5]:
+        lines.append(f"{finding['tool']}: {finding['message']}")
     for line in (roofline_line(t), vendor_line(t)):
         if line:
             lines.append(line)

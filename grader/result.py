@@ -7,6 +7,7 @@ never from printed text.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -97,6 +98,7 @@ class KernelProfile:
     global_load_efficiency_pct: float | None   # useful bytes / fetched sectors' bytes
     global_store_efficiency_pct: float | None
     bank_conflicts: float | None               # shared-memory bank conflicts (wavefronts beyond ideal)
+    shared_instructions: float | None = None   # warp-level shared-memory loads + stores executed
     dram_bytes: float | None = None            # bytes read + written in DRAM (counters)
     fp32_flops: float | None = None            # FADD + FMUL + 2 x FFMA executed, per thread (counters)
     tensor_pipe_pct: float | None = None       # tensor-core pipe busy, % of peak
@@ -143,6 +145,7 @@ class TaskResult:
     profile: Profile | None = None
     error: dict[str, str] | None = None
     points: Points | None = None
+    sanitizer: list[dict[str, str]] = field(default_factory=list)   # {"tool", "message", "location"}
 
     @property
     def cases_passed(self) -> int:
@@ -202,6 +205,12 @@ class GradeResult:
         d["exit_code"] = int(self.exit_code)
         for td, t in zip(d["tasks"], self.tasks):
             td["cases_passed"] = t.cases_passed
+            for case in td["cases"]:
+                m = case.get("mismatch")
+                if m:   # JSON has no NaN or Infinity: a non-finite value is written as a string
+                    for key in ("expected", "got"):
+                        if not math.isfinite(m[key]):
+                            m[key] = str(m[key])
             if t.points:
                 td["points"]["total"] = t.points.total
                 td["points"]["max"] = t.points.max

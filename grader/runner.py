@@ -37,6 +37,12 @@ class RunOutcome:
     fatal: str = ""                                                    # the environment failed, not the learner
 
 
+def task_timeout(exercise: Exercise, task: str) -> float:
+    """Seconds a task may take in the worker (``S2S_TASK_TIMEOUT`` overrides the spec)."""
+    override = os.environ.get("S2S_TASK_TIMEOUT")
+    return float(override) if override else exercise.task(task).timeout_s
+
+
 def _signal_name(code: int) -> str:
     try:
         return signal.Signals(-code).name
@@ -72,8 +78,19 @@ def worker_env() -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class Launch:
+    """How to start the worker: the job's mode, and an optional wrapper such as compute-sanitizer."""
+
+    mode: str = "grade"                     # "grade" | "sanitize"
+    wrapper: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    timeout_factor: float = 1.0             # a sanitizer slows everything down
+
+
 def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[str, str]], seed: int,
-               *, timing: bool = True, progress: Progress | None = None, device: int = 0) -> RunOutcome:
+               *, timing: bool = True, progress: Progress | None = None, device: int = 0,
+               launch: Launch = Launch()) -> RunOutcome:
     """Grade ``tasks`` (their libraries already built) in as few worker processes as possible."""
     outcome = RunOutcome()
     remaining = list(tasks)
@@ -81,7 +98,7 @@ def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[s
     while remaining:
         with tempfile.TemporaryFile() as log:
             current, fresh_results = _one_worker(exercise, remaining, libraries, seed, timing, progress, device,
-                                                 log, outcome)
+                                                 log, outcome, launch)
             log.seek(0, os.SEEK_END)
             size = log.tell()
             log.seek(max(0, size - OUTPUT_TAIL_BYTES))
@@ -102,46 +119,64 @@ def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[s
 
 def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[str, str]], seed: int,
                 timing: bool, progress: Progress | None, device: int, log: Any,
-                outcome: RunOutcome) -> tuple[str | None, list[str]]:
+                outcome: RunOutcome, launch: Launch) -> tuple[str | None, list[str]]:
     """Run one worker until it finishes or dies. Returns (task it died in, tasks it finished)."""
-    read_fd, write_fd = os.pipe()
-    job = {"mode": "grade", "exercise_folder": str(exercise.folder), "order": tasks, "seed": seed,
+    job = {"mode": launch.mode, "exercise_folder": str(exercise.folder), "order": tasks, "seed": seed,
            "timing": timing, "device": device, "tasks": libraries}
-    proc = subprocess.Popen([sys.executable, "-m", "grader.worker", str(write_fd)], stdin=subprocess.PIPE,
-                            stdout=log, stderr=log, pass_fds=(write_fd,), env=worker_env(),
-                            cwd=str(exercise.folder), start_new_session=True, preexec_fn=_limit_output)
-    os.close(write_fd)
-    assert proc.stdin is not None
-    proc.stdin.write(json.dumps(job).encode())
-    proc.stdin.close()
+    with tempfile.TemporaryDirectory(prefix="s2s-events-") as tmp:
+        # Events travel through a named pipe: it survives wrappers (compute-sanitizer) that
+        # do not pass inherited file descriptors on. The parent keeps a write end open so
+        # that reading never sees end-of-file; the worker's exit is noticed by polling.
+        fifo = os.path.join(tmp, "events")
+        os.mkfifo(fifo)
+        read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        keep_fd = os.open(fifo, os.O_WRONLY)
+        env = worker_env()
+        env.update(dict(launch.env))
+        proc = subprocess.Popen([*launch.wrapper, sys.executable, "-m", "grader.worker", fifo],
+                                stdin=subprocess.PIPE, stdout=log, stderr=log, env=env,
+                                cwd=str(exercise.folder), start_new_session=True, preexec_fn=_limit_output)
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            return _watch(exercise, proc, read_fd, progress, outcome, launch)
+        finally:
+            os.close(read_fd)
+            os.close(keep_fd)
+            if proc.poll() is None:
+                _kill(proc)
 
+
+def _watch(exercise: Exercise, proc: subprocess.Popen, read_fd: int, progress: Progress | None,
+           outcome: RunOutcome, launch: Launch) -> tuple[str | None, list[str]]:
     selector = selectors.DefaultSelector()
-    reader = os.fdopen(read_fd, "rb", buffering=0)
-    selector.register(reader, selectors.EVENT_READ)
+    selector.register(read_fd, selectors.EVENT_READ)
     buffer = b""
     current: str | None = None
     finished: list[str] = []
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    startup = STARTUP_TIMEOUT_S * launch.timeout_factor
+    deadline = time.monotonic() + startup
     stage_text = "starting the GPU worker"
-    eof = False
+    exited = False
     try:
-        while not eof:
+        while True:
             timeout = deadline - time.monotonic()
             if timeout <= 0:
                 _kill(proc)
                 if current is not None:
-                    limit = exercise.task(current).timeout_s
+                    limit = task_timeout(exercise, current) * launch.timeout_factor
                     outcome.results[current] = _failure(current, "timeout",
                         f"stopped after {limit:g} s while {stage_text}: an endless loop in a kernel or in host "
                         "code, or a kernel far too slow for this size")
                 else:
-                    outcome.fatal = f"the GPU worker did not start within {STARTUP_TIMEOUT_S:g} s"
+                    outcome.fatal = f"the GPU worker did not start within {startup:g} s"
                 return current, finished
-            if not selector.select(timeout=min(timeout, 1.0)):
-                continue
-            chunk = reader.read(65536)
-            if not chunk:
-                eof = True
+            selector.select(timeout=min(timeout, 0.2))
+            chunk = _read_available(read_fd)
             buffer += chunk
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
@@ -154,7 +189,7 @@ def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[
                     outcome.ceilings = {k: v for k, v in event.items() if k != "event"}
                 elif kind == "task_start":
                     current = event["task"]
-                    deadline = time.monotonic() + exercise.task(current).timeout_s
+                    deadline = time.monotonic() + task_timeout(exercise, current) * launch.timeout_factor
                     stage_text = f"grading {current}"
                 elif kind == "progress":
                     if event.get("stage") == "check":
@@ -165,16 +200,20 @@ def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[
                     outcome.results[event["task"]] = event["result"]
                     finished.append(event["task"])
                     current = None
-                    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+                    deadline = time.monotonic() + startup
                     if event.get("sticky"):
                         _kill(proc)
                         return None, finished
                 elif kind == "fatal":
                     outcome.fatal = event.get("message", "the GPU worker failed")
                 elif kind == "done":
-                    pass
+                    exited = True
                 if progress:
                     progress(event)
+            if exited:
+                break
+            if proc.poll() is not None:
+                exited = True          # one more pass drains what it wrote last
         code = _wait(proc)
         if current is not None:
             outcome.results[current] = _failure(current, "crash", f"{_crash_message(code)} (while {stage_text})")
@@ -183,9 +222,19 @@ def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[
         return current, finished
     finally:
         selector.close()
-        reader.close()
-        if proc.poll() is None:
-            _kill(proc)
+
+
+def _read_available(fd: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _failure(task: str, kind: str, message: str) -> dict[str, Any]:

@@ -38,6 +38,7 @@ MAX_REPS = 200
 TIME_BUDGET_S = 1.5                # per task, for the timing loop
 WARMUP = 2
 MIN_OTHER_REPS = 3
+HIDDEN_WORK_S = 50e-6             # host-visible device time beyond the events' that counts as hidden
 SLEEP_CYCLES = 200_000             # ~0.1 ms at 2 GHz: longer than enqueueing one call takes
 OTHER_BUDGET_S = 0.25
 
@@ -68,21 +69,22 @@ class Buffer:
     mem: Any                # cupy MemoryPointer (keeps the allocation alive)
     raw: Any                # torch uint8 view of the whole allocation
     payload_bytes: int
+    guard: int = GUARD_BYTES
 
     @property
     def ptr(self) -> int:
-        return self.mem.ptr + GUARD_BYTES
+        return self.mem.ptr + self.guard
 
     def payload_u8(self):
-        return self.raw[GUARD_BYTES:GUARD_BYTES + self.payload_bytes]
+        return self.raw[self.guard:self.guard + self.payload_bytes]
 
     def tensor(self):
         import torch
         return self.payload_u8().view(torch_dtype(self.arg.dtype)).view(self.dims)
 
     def guards_intact(self) -> bool:
-        head = self.raw[:GUARD_BYTES]
-        tail = self.raw[GUARD_BYTES + self.payload_bytes:]
+        head = self.raw[:self.guard]
+        tail = self.raw[self.guard + self.payload_bytes:]
         return bool((head == CANARY).all().item()) and bool((tail == CANARY).all().item())
 
     def poison(self) -> None:
@@ -103,17 +105,19 @@ def torch_dtype(name: str):
             "int32": torch.int32, "int64": torch.int64}[name]
 
 
-def allocate(arg: specmod.Arg, sizes: dict[str, int]) -> Buffer:
+def allocate(arg: specmod.Arg, sizes: dict[str, int], guard: int = GUARD_BYTES) -> Buffer:
+    """With guard = 0 (under compute-sanitizer) the buffer is exactly its payload, so the
+    sanitizer itself reports a write one element past the end, with kernel and line."""
     import cupy
     import torch
     dims = arg.dims(sizes)
     payload = math.prod(dims) * arg.itemsize
-    tail = GUARD_BYTES + (-payload % 256)
-    total = GUARD_BYTES + payload + tail
+    tail = guard + (-payload % 256) if guard else 0
+    total = max(guard + payload + tail, 1)
     mem = cupy.cuda.alloc(total)
     raw = torch.from_dlpack(cupy.ndarray((total,), dtype=cupy.uint8, memptr=mem))
     raw.fill_(CANARY)
-    return Buffer(arg, dims, mem, raw, payload)
+    return Buffer(arg, dims, mem, raw, payload, guard)
 
 
 def fill_inputs(buffers: list[Buffer], seed: int, scale: float) -> None:
@@ -226,11 +230,11 @@ class Mismatch:
 class Checker:
     """Compares outputs with the float64 reference of one case."""
 
-    def __init__(self, task: specmod.Task, reference: Callable[..., Any], inputs: list[Buffer],
+    def __init__(self, task: specmod.Task, reference: Callable[..., Any], inputs: list[Any],
                  sizes: dict[str, int]):
         import torch
         scalars = [sizes[a.name] for a in task.scalars]
-        args = [b.tensor().to(torch.float64) for b in inputs]
+        args = [t.to(torch.float64) for t in inputs]
         with torch.no_grad():
             ref = reference(*args, *scalars)
             self.expected = _as_tuple(ref)
@@ -297,24 +301,41 @@ def case_seed(seed: int, task: str, label: str) -> int:
 
 @dataclass
 class Prepared:
-    sizes: dict[str, int]
+    """One case's buffers and the pristine copy of its inputs.
+
+    The reference is computed only after the learner's call, from the copy: no
+    reference result sits in device memory while learner code runs, and a kernel that
+    scribbles on its inputs cannot drag the reference along with it."""
+
+    task: specmod.Task
+    case: specmod.Case
     inputs: list[Buffer]
     outputs: list[Buffer]
     originals: list[Any]
-    checker: Checker | None
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return self.case.sizes
 
     @property
     def by_name(self) -> dict[str, Buffer]:
         return {b.arg.name: b for b in self.inputs + self.outputs}
 
+    def refill(self, seed: int) -> None:
+        """New random inputs in the same buffers (same pointers, new content)."""
+        fill_inputs(self.inputs, seed, self.case.input_scale)
+        self.originals = [b.tensor().clone() for b in self.inputs]
 
-def prepare(task: specmod.Task, case: specmod.Case, seed: int, reference: Callable[..., Any] | None) -> Prepared:
-    inputs = [allocate(a, case.sizes) for a in task.inputs]
-    outputs = [allocate(a, case.sizes) for a in task.outputs]
-    fill_inputs(inputs, seed, case.input_scale)
-    originals = [b.tensor().clone() for b in inputs]
-    checker = Checker(task, reference, inputs, case.sizes) if reference is not None else None
-    return Prepared(case.sizes, inputs, outputs, originals, checker)
+    def checker(self, reference: Callable[..., Any]) -> "Checker":
+        return Checker(self.task, reference, self.originals, self.sizes)
+
+
+def prepare(task: specmod.Task, case: specmod.Case, seed: int, guard: int = GUARD_BYTES) -> Prepared:
+    inputs = [allocate(a, case.sizes, guard) for a in task.inputs]
+    outputs = [allocate(a, case.sizes, guard) for a in task.outputs]
+    prep = Prepared(task, case, inputs, outputs, [])
+    prep.refill(seed)
+    return prep
 
 
 def verify_after_call(entry: Entry, prep: Prepared) -> tuple[str, str] | None:
@@ -351,10 +372,14 @@ def run_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, nam
     reference = exercise.reference_function(task)
     seed = int(job["seed"])
 
+    sanitize = job.get("mode") == "sanitize"
     cases = list(task.cases)
+    if sanitize:   # the sanitizer slows kernels 10-100x: its job is to find bad accesses, small sizes do
+        limit = int(job.get("max_elements", 1 << 22))
+        cases = [c for c in cases if sum(a.numel(c.sizes) for a in task.inputs + task.outputs) <= limit]
     for i, case in enumerate(cases):
         emit("progress", task=name, stage="check", case=i + 1, of=len(cases), label=case.describe())
-        prep = prepare(task, case, case_seed(seed, name, f"case{i}"), reference)
+        prep = prepare(task, case, case_seed(seed, name, f"case{i}"), guard=0 if sanitize else GUARD_BYTES)
         for buf in prep.outputs:
             buf.poison()
         synchronize()
@@ -366,7 +391,7 @@ def run_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, nam
             raise Sticky(f"{exc} (case {case.describe()})") from None
         seconds = time.perf_counter() - t0
         problem = verify_after_call(learner, prep)
-        mismatch = None if problem else prep.checker.compare(prep.outputs)
+        mismatch = None if problem else prep.checker(reference).compare(prep.outputs)
         entry = {"case": case.to_dict(), "label": case.describe(), "passed": not problem and mismatch is None,
                  "seconds": seconds}
         if problem:
@@ -381,7 +406,7 @@ def run_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, nam
     result["correct"] = True
     _free()
 
-    if job.get("timing", True):
+    if job.get("timing", True) and not sanitize:
         result["timing"] = time_task(emit, job, exercise, task, learner, reference, seed, ceilings)
         if result["timing"].get("error"):
             result["correct"] = False
@@ -397,11 +422,16 @@ def _free() -> None:
 
 def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, task: specmod.Task,
               learner: Entry, reference: Callable[..., Any], seed: int, ceilings: dict[str, float]) -> dict[str, Any]:
+    """Median times of learner, baseline (and vendor), interleaved on the same inputs.
+
+    Every round draws fresh inputs into the same buffers, so nothing computed in an
+    earlier call (cached by pointer, size or content) can stand in for this one, and
+    every learner output is checked against a reference computed after the call."""
     import cupy
     import torch
     case = task.benchmark
     emit("progress", task=task.name, stage="time", label=case.describe())
-    prep = prepare(task, case, case_seed(seed, task.name, "benchmark"), reference)
+    prep = prepare(task, case, case_seed(seed, task.name, "benchmark"))
     baseline = Entry(job["tasks"][task.name]["baseline_library"], task)
     contenders: list[tuple[str, Callable[[], None]]] = [
         ("learner", lambda: learner.call(prep.by_name, case.sizes)),
@@ -409,14 +439,12 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
     ]
     if task.vendor:
         vendor_fn = getattr(exercise.load_reference(), task.vendor)
-        ins = [b.tensor() for b in prep.inputs]
         scal = [case.sizes[a.name] for a in task.scalars]
-        outs = [b.tensor() for b in prep.outputs]
 
         def run_vendor() -> None:
-            got = _as_tuple(vendor_fn(*ins, *scal))
-            for o, g in zip(outs, got):
-                o.copy_(g.reshape(o.shape))
+            got = _as_tuple(vendor_fn(*[b.tensor() for b in prep.inputs], *scal))
+            for o, g in zip(prep.outputs, got):
+                o.tensor().copy_(g.reshape(o.tensor().shape))
         contenders.append(("vendor", run_vendor))
 
     # Reading (not writing) twice the L2's size evicts everything, including dirty lines from
@@ -424,12 +452,11 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
     # hits in L2 nor pays for someone else's write-backs.
     flush = torch.ones(int(ceilings.get("l2_bytes", 64 << 20)) // 2, dtype=torch.int32, device="cuda")
     samples: dict[str, list[float]] = {name: [] for name, _ in contenders}
-    walls: dict[str, list[float]] = {name: [] for name, _ in contenders}
+    host_excess: list[float] = []
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
 
-    def once(name: str, fn: Callable[[], None], record: bool) -> str | None:
-        for buf in prep.outputs:
-            buf.poison()
+    def timed(fn: Callable[[], None] | None) -> tuple[float, float]:
+        """(event seconds, host seconds) of one call, L2 flushed first."""
         flush.sum()
         synchronize()
         # Keep the GPU busy while the host enqueues the call, so that the start event fires
@@ -437,42 +464,54 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
         torch.cuda._sleep(SLEEP_CYCLES)
         t0 = time.perf_counter()
         start.record()
-        fn()
+        if fn is not None:
+            fn()
         end.record()
         synchronize()
-        wall = time.perf_counter() - t0
+        return cupy.cuda.get_elapsed_time(start, end) * 1e-3, time.perf_counter() - t0
+
+    # What the host clock adds to an empty call: the rest of the sleep, the event
+    # bookkeeping, the synchronize. Work the events miss (another stream, a host thread)
+    # shows up as host time beyond this.
+    idle = statistics.median(h - e for e, h in (timed(None) for _ in range(5)))
+
+    def once(name: str, fn: Callable[[], None], record: bool) -> str | None:
+        for buf in prep.outputs:
+            buf.poison()
+        event_s, host_s = timed(fn)
         if name == "learner":
             problem = verify_after_call(learner, prep)
             if problem:
                 return problem[1]
-            if prep.checker.compare(prep.outputs, detail=False) is not None:
-                return ("the output of a timed call was wrong, although the same kernel passed the correctness "
-                        "cases: does it depend on state left over from an earlier call?")
+            if prep.checker(reference).compare(prep.outputs, detail=False) is not None:
+                return ("the output of a timed call was wrong, although the same code passed the correctness "
+                        "cases: does it depend on state left over from an earlier call (a cache keyed on the "
+                        "pointers or sizes)?")
+            if record:
+                host_excess.append(host_s - event_s - idle)
         if record:
-            samples[name].append(cupy.cuda.get_elapsed_time(start, end) * 1e-3)
-            walls[name].append(wall)
+            samples[name].append(event_s)
         return None
 
+    rounds = 0
     began = time.perf_counter()
     for i in range(WARMUP):
-        for name, fn in contenders:
-            if name == "learner":
-                if err := once(name, fn, False):
-                    return {"error": {"kind": "timed output wrong", "message": err}}
-    reps = 0
+        if err := once("learner", contenders[0][1], False):
+            return {"error": {"kind": "timed output wrong", "message": err}}
     previous = None
-    while reps < MAX_REPS:
-        order = contenders if reps % 2 == 0 else list(reversed(contenders))
+    while rounds < MAX_REPS:
+        prep.refill(case_seed(seed, task.name, f"round{rounds}"))
+        order = contenders if rounds % 2 == 0 else list(reversed(contenders))
         for name, fn in order:
             # A slow reference point (a naive baseline can be 1000x slower) needs few samples to be
             # known well enough; past a small budget it is only timed every fourth round.
             if name != "learner" and len(samples[name]) >= MIN_OTHER_REPS and \
-                    sum(samples[name]) > OTHER_BUDGET_S and reps % 4:
+                    sum(samples[name]) > OTHER_BUDGET_S and rounds % 4:
                 continue
             if err := once(name, fn, True):
                 return {"error": {"kind": "timed output wrong", "message": err}}
-        reps += 1
-        if reps >= MIN_REPS and reps % 4 == 0:
+        rounds += 1
+        if rounds >= MIN_REPS and rounds % 4 == 0:
             current = statistics.median(samples["learner"])
             stable = previous is not None and abs(current - previous) <= 0.01 * current
             if stable or time.perf_counter() - began > TIME_BUDGET_S:
@@ -481,11 +520,17 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
     del flush
     flops, nbytes = task.work(case)
     med = {name: statistics.median(v) for name, v in samples.items()}
+    excess = statistics.median(host_excess)
+    if excess > HIDDEN_WORK_S and excess > 0.5 * med["learner"]:
+        return {"error": {"kind": "untimed work", "message": (
+            f"the call returned after {med['learner'] * 1e6:.0f} µs of GPU time on the default stream, but the "
+            f"device stayed busy {excess * 1e6:.0f} µs longer: work was launched where the timer cannot see it "
+            "(another stream or a host thread). Launch every kernel on the default stream.")}}
     out = {
-        "case": case.to_dict(), "label": case.describe(), "reps": reps,
+        "case": case.to_dict(), "label": case.describe(), "reps": rounds,
         "learner_s": med["learner"], "baseline_s": med["baseline"], "vendor_s": med.get("vendor"),
         "learner_spread": _spread(samples["learner"]), "baseline_spread": _spread(samples["baseline"]),
-        "learner_wall_s": statistics.median(walls["learner"]),
+        "learner_wall_s": med["learner"] + excess,
         "speedup": med["baseline"] / med["learner"],
         "vendor_ratio": (med["vendor"] / med["learner"]) if "vendor" in med else None,
         "flops": flops, "bytes": nbytes,
@@ -633,7 +678,7 @@ def main(argv: list[str]) -> int:
             return 1
         emit("done")
         return 0
-    ceilings = measure_ceilings()
+    ceilings = measure_ceilings() if job.get("mode") != "sanitize" else {}
     emit("ceilings", **ceilings)
     for name in job["order"]:
         emit("task_start", task=name)

@@ -74,8 +74,6 @@ def test_parse_ptxas_demangles_names_the_learner_wrote():
 
 
 @demangler
-@pytest.mark.xfail(strict=True, reason="grader/build.py _short keeps the return type of template kernels "
-                                       "('void heavy<64>')")
 def test_template_kernel_name_has_no_return_type():
     assert [k.name for k in parse_ptxas(PTXAS_SPILLING_TEMPLATE)] == ["heavy<64>"]
 

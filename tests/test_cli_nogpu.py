@@ -49,7 +49,7 @@ class Run:
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory) -> Path:
-    """Shared with test_build.py when both run: each file is compiled once per session."""
+    """Shared with test_build.py when both run: each file is compiled once per test run."""
     return tmp_path_factory.getbasetemp() / "s2s-cache"
 
 
@@ -95,8 +95,8 @@ def test_compile_report_shows_registers_spills_and_shared_memory(cache, tmp_path
     r = run("exercise", "01", "--submission", str(submission), cache=cache)
     no_traceback(r)
     assert r.code == 3
-    assert re.search(r"2 kernels, \d+ regs, 0 B spilled, 0 B smem", r.text)          # vector_add
-    assert re.search(r"\d+ regs, 0 B spilled, 4224 B smem", r.text)                  # transpose: 32 x 33 floats
+    assert len(re.findall(r"\d+ regs, 0 B spilled, \d+ B smem", r.text)) == len(TASKS)
+    assert re.search(r"\d+ regs, 0 B spilled, [1-9]\d* B smem", r.text)   # the tiled transpose stages in smem
     assert NO_GPU in r.text
 
 

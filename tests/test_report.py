@@ -67,6 +67,7 @@ def passed_task() -> TaskResult:
                            achieved_occupancy_pct=50.8, theoretical_occupancy_pct=62.5, occupancy_limiter="registers",
                            registers=48, block="256", grid="16384", global_load_efficiency_pct=100.0,
                            global_store_efficiency_pct=100.0, bank_conflicts=0.0,
+                           dram_bytes=785634560.0, fp32_flops=67108864.0, tensor_pipe_pct=0.0,
                            top_stalls=[("waiting on global/local memory (long scoreboard)", 83.8)],
                            advice=["Theoretical Occupancy: limited by the number of required registers."])
     cases = [CaseResult(label=f"n={n}", case={"n": n}, passed=True, seconds=0.001) for n in (1, 31, 67108864)]
@@ -292,6 +293,9 @@ def test_schema_lists_every_result_field(validator):
     assert set(task["cases"][0]) == set(defs["case_result"]["properties"])
     assert set(data["tasks"][1]["cases"][1]["mismatch"]) == set(defs["mismatch"]["properties"])
     assert set(data["device"]) == set(defs["device"]["properties"])
+    task["sanitizer"] = [{"tool": "memcheck", "message": "Invalid __global__ write of size 4 bytes",
+                          "location": "vector_add.cu:12"}]
+    validator.validate(json.loads(json.dumps(data)))
 
 
 def test_schema_error_kinds_cover_every_kind_the_grader_writes(validator):
@@ -305,16 +309,19 @@ def test_schema_error_kinds_cover_every_kind_the_grader_writes(validator):
     assert kinds <= documented, f"undocumented error kinds: {sorted(kinds - documented)}"
 
 
-@pytest.mark.xfail(strict=True, reason="to_json writes NaN/Infinity for a 'not finite' mismatch, which strict "
-                                       "JSON parsers (browsers, jq) reject; see grader/result.py to_json")
-def test_json_of_a_not_finite_output_is_standard_json():
-    task = failing_task("vector_add", Mismatch("c", [7], 1.5, math.nan, 3, 31, "not finite", 1e-6),
+@pytest.mark.parametrize("value, written", [(math.nan, "nan"), (math.inf, "inf"), (-math.inf, "-inf")])
+def test_json_of_a_not_finite_output_is_standard_json(validator, value, written):
+    """Browsers and jq reject NaN and Infinity in JSON: a non-finite value is written as a string."""
+    task = failing_task("vector_add", Mismatch("c", [7], 1.5, value, 3, 31, "not finite", 1e-6),
                         "n=31", {"n": 31})
 
     def reject(constant: str):
         raise ValueError(f"non-standard JSON constant {constant}")
 
-    json.loads(result_of(task).to_json(), parse_constant=reject)
+    data = json.loads(result_of(task).to_json(), parse_constant=reject)
+    mismatch = data["tasks"][0]["cases"][1]["mismatch"]
+    assert (mismatch["expected"], mismatch["got"]) == (1.5, written)
+    validator.validate(data)
 
 
 def test_kernel_lines_without_optional_counters():

@@ -1,0 +1,146 @@
+"""`grade course`: release and autograde the exercises with nbgrader.
+
+    grade course build DIR                       nbgrader course folder from exercises/ and solutions/
+    grade course build DIR --exercise 01         only this exercise (repeatable)
+    grade course autograde DIR ASSIGNMENT        autograde every submission, show a summary, export
+
+Between the two, the stock nbgrader commands run in DIR: `nbgrader generate_assignment`,
+`nbgrader generate_feedback`, `nbgrader export`, and the formgrader in JupyterLab.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from grader.result import ExitCode
+
+course_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                         help="Release and autograde the exercises with nbgrader.")
+
+INSTALL_HINT = 'The course commands need nbgrader: pip install -e ".[course]"'
+
+
+def _load():
+    try:
+        from grader import course
+        return course
+    except ImportError as exc:        # nbformat / nbgrader are an optional extra
+        Console(stderr=True).print(f"[red]error:[/red] {exc}. {INSTALL_HINT}")
+        raise typer.Exit(int(ExitCode.NOT_GRADED))
+
+
+@course_app.command("build")
+def build_cmd(
+    directory: Annotated[Path, typer.Argument(help="the course folder (created if missing)")],
+    exercise: Annotated[Optional[list[str]], typer.Option("--exercise", "-e",
+                                                          help="only this exercise (repeatable); default: all")] = None,
+    force: Annotated[bool, typer.Option(help="replace an nbgrader_config.py not written by this command")] = False,
+) -> None:
+    """Write DIR/nbgrader_config.py and DIR/source/<exercise>/ for nbgrader."""
+    course = _load()
+    from grader.spec import SpecError
+
+    err, out = Console(stderr=True), Console()
+    try:
+        built = course.build_course(directory, tuple(exercise or ()), force=force)
+    except (course.CourseError, SpecError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(int(ExitCode.USAGE))
+    table = Table(header_style="bold", title=f"nbgrader course in {built.root}")
+    for col in ("assignment", "notebook", "graded cells", "points", "learner files"):
+        table.add_column(col)
+    for a in built.assignments:
+        shown = a.notebook + (" (generated: the exercise has none)" if a.generated_notebook else "")
+        table.add_row(a.name, shown, str(a.graded_cells), f"{a.points:g}", ", ".join(a.stubs))
+    out.print(table)
+    first = built.assignments[0].name
+    out.print(f"Next, in {built.root}:\n"
+              f"  nbgrader generate_assignment {first}     the student version, in release/{first}/\n"
+              f"  (collect submissions into submitted/<student>/{first}/)\n"
+              f"  grade course autograde {built.root} {first}\n"
+              f"  nbgrader generate_feedback {first}", soft_wrap=True)
+
+
+@course_app.command("autograde")
+def autograde_cmd(
+    directory: Annotated[Path, typer.Argument(help="the course folder written by `grade course build`")],
+    assignment: Annotated[str, typer.Argument(help="the assignment, e.g. 01_foundations")],
+    force: Annotated[bool, typer.Option(help="grade again submissions that were already autograded")] = False,
+    export: Annotated[bool, typer.Option("--export/--no-export", help="write grades.csv afterwards")] = True,
+) -> None:
+    """Autograde every submission of ASSIGNMENT in one nbgrader run, then summarise and export."""
+    course = _load()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err, out = Console(stderr=True), Console()
+    root = directory.resolve()
+    if not (root / "nbgrader_config.py").is_file():
+        err.print(f"[red]error:[/red] {root} has no nbgrader_config.py: run `grade course build {directory}` first")
+        raise typer.Exit(int(ExitCode.USAGE))
+    students = course.submitted_students(root, assignment)
+    if not students:
+        err.print(f"[red]error:[/red] no submissions in {root / 'submitted'}/<student>/{assignment}/")
+        raise typer.Exit(int(ExitCode.USAGE))
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=False) as bar:
+        job = bar.add_task(f"autograding {assignment}", total=len(students))
+        started: list[str] = []
+
+        def on_student(student: str) -> None:
+            if started:
+                bar.advance(job)
+            started.append(student)
+            bar.update(job, description=f"autograding {assignment}: {student}")
+
+        run = course.autograde(root, assignment, force=force, on_student=on_student)
+        bar.update(job, completed=len(students), description=f"autograded {assignment}")
+
+    results = course.scores(root, assignment)
+    out.print(summary_table(assignment, results))
+    for line in run.errors:
+        err.print(f"[red]nbgrader:[/red] {line}")
+    if run.returncode != 0:
+        err.print(f"[red]error:[/red] nbgrader autograde exited with {run.returncode}; its log is {run.log}")
+    if export:
+        try:
+            path = course.export_grades(root)
+        except course.CourseError as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(int(ExitCode.FAILED))
+        out.print(f"grades of every assignment: {path}")
+    out.print(f"nbgrader's log: {run.log}")
+    raise typer.Exit(0 if run.returncode == 0 else int(ExitCode.FAILED))
+
+
+# Graded cells by what they give points for; their grade ids come from grader.course.
+GROUPS = (("derivations", lambda name: name.startswith("check_")),
+          ("kernels correct", lambda name: name.startswith("kernel_") and name.endswith("_correct")),
+          ("kernels fast", lambda name: name.startswith("kernel_") and name.endswith("_speed")))
+
+
+def summary_table(assignment: str, results) -> Table:
+    table = Table(header_style="bold", title=f"{assignment}: {len(results)} submissions")
+    table.add_column("student")
+    present = [(title, match) for title, match in GROUPS
+               if any(match(c.name) for r in results for c in r.cells)]
+    for title, _ in present:
+        table.add_column(title, justify="right")
+    table.add_column("total", justify="right")
+    for r in results:
+        row = [r.student]
+        for _, match in present:
+            got = sum(c.score for c in r.cells if match(c.name))
+            most = sum(c.max_score for c in r.cells if match(c.name))
+            row.append(f"{got:g}/{most:g}")
+        row.append(f"{r.score:g}/{r.max_score:g}")
+        table.add_row(*row)
+    return table
+
+
+if __name__ == "__main__":
+    course_app(prog_name="grade course")

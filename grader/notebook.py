@@ -1,0 +1,193 @@
+"""What the graded cells of a released notebook call.
+
+nbgrader scores a test cell by its outputs alone: an error gives zero points, anything written to
+stderr gives zero points too, and a number left as the cell's value is read as partial credit.
+So every helper here
+
+* decides by the grader's result objects, never by printed text;
+* fails by raising ``AssertionError`` with a sentence the learner can act on (the one way a cell
+  should lose its points);
+* keeps warnings and stderr of the grader, its tools and the learner's code out of the cell's
+  stderr: they are shown on stdout as notes instead;
+* returns ``None`` or a result object, never a bare number.
+
+In a released notebook::
+
+    from grader.notebook import grade
+    result = grade("01", submission=".", profile=False)      # locked, not graded
+    result
+
+    from grader.notebook import require_correct
+    require_correct(result, "vector_add")                    # graded: correctness points
+
+    from grader.notebook import checked
+    verdict = checked("01", "relu_jacobians", {...})         # graded: a derivation prompt
+    assert verdict.passed, "..."
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from grader.result import GradeResult, TaskResult
+
+
+@dataclass
+class Captured:
+    """What the code inside :func:`quiet` wrote to stderr or raised as warnings."""
+
+    warnings: list[str] = field(default_factory=list)
+    stderr: str = ""
+
+    def notes(self) -> list[str]:
+        lines = [f"note: {w}" for w in self.warnings]
+        lines += [f"note: {line}" for line in self.stderr.splitlines() if line.strip()]
+        return lines
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[Captured]:
+    """Capture warnings and stderr, Python's and the file descriptor's (child processes, C code)."""
+    captured = Captured()
+    sink = io.StringIO()
+    fd_copy = fd_file = None
+    try:
+        sys.stderr.flush()
+    except (AttributeError, ValueError, OSError):
+        pass
+    try:
+        fd_file = tempfile.TemporaryFile(mode="w+b")
+        fd_copy = os.dup(2)
+        os.dup2(fd_file.fileno(), 2)
+    except OSError:       # no fd 2 to redirect (an embedded interpreter): Python-level capture still works
+        fd_copy = None
+    try:
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(sink):
+            warnings.simplefilter("always")
+            yield captured
+    finally:
+        if fd_copy is not None:
+            os.dup2(fd_copy, 2)
+            os.close(fd_copy)
+        raw = b""
+        if fd_file is not None:
+            fd_file.seek(0)
+            raw = fd_file.read()
+            fd_file.close()
+        captured.warnings = [f"{w.category.__name__}: {w.message}" for w in caught]
+        captured.stderr = sink.getvalue() + raw.decode("utf-8", errors="replace")
+
+
+def _show_notes(captured: Captured) -> None:
+    for line in captured.notes():
+        print(line)
+
+
+def _display(obj: Any) -> None:
+    try:
+        from IPython.display import display
+    except ImportError:       # plain Python: the text form is what there is
+        print(obj)
+        return
+    display(obj)
+
+
+class _Progress:
+    """One line that updates in place while the grader works, then says how long it took."""
+
+    def __init__(self) -> None:
+        self.handle = None
+        try:
+            from IPython import get_ipython
+            from IPython.display import display
+        except ImportError:
+            return
+        if get_ipython() is not None:
+            self.handle = display({"text/plain": "… starting"}, raw=True, display_id=True)
+
+    def __call__(self, message: str) -> None:
+        if self.handle is not None:
+            self.handle.update({"text/plain": f"… {message}"}, raw=True)
+
+    def done(self, text: str) -> None:
+        if self.handle is not None:
+            self.handle.update({"text/plain": text}, raw=True)
+
+
+def grade(exercise: str, submission: str | Path = ".", profile: bool = False, tasks: tuple[str, ...] = ()
+          ) -> GradeResult:
+    """Grade the kernels of ``exercise`` in ``submission`` (the notebook's folder) once, quietly.
+
+    A usage error (unknown exercise, missing folder) raises; everything the submission does wrong
+    is in the returned result, which the graded cells below it assert on.
+    """
+    from grader.pipeline import Options, grade as run
+
+    progress = _Progress()
+    started = time.perf_counter()
+    with quiet() as captured:
+        result = run(exercise, Options(submission=Path(submission), tasks=tuple(tasks), profile=profile),
+                     progress=progress)
+    progress.done(f"graded in {time.perf_counter() - started:.1f} s")
+    _show_notes(captured)
+    return result
+
+
+def _task(result: Any, name: str) -> TaskResult:
+    if not isinstance(result, GradeResult):
+        raise AssertionError("There is no grading result to check: run the grading cell above first "
+                             "(it sets `result`).")
+    try:
+        return result.task(name)
+    except KeyError:
+        raise AssertionError(f"The grading result has no task {name!r}: the grading cell above must grade "
+                             "every task.") from None
+
+
+def _why_not(result: GradeResult, task: TaskResult) -> str:
+    if task.status == "not run" and result.notice:
+        return f"{task.name} was not run. {result.notice}"
+    return f"{task.name}: {task.summary or task.status}"
+
+
+def require_correct(result: GradeResult, task: str) -> None:
+    """Pass when ``task`` computed the right result on every correctness case."""
+    t = _task(result, task)
+    if not (t.correct and t.points is not None and t.points.correct >= t.points.max_correct):
+        raise AssertionError(_why_not(result, t))
+
+
+def require_speed(result: GradeResult, task: str) -> None:
+    """Pass when ``task`` is correct and at least as fast as its speed bar demands."""
+    t = _task(result, task)
+    if t.points is not None and t.points.max_speed > 0 and t.points.speed >= t.points.max_speed:
+        return
+    if t.correct and t.timing is not None:
+        raise AssertionError(f"{t.name}: {t.timing.speedup:.2f}x the naive baseline, where "
+                             f"{t.timing.min_speedup:g}x is required")
+    if t.correct:
+        raise AssertionError(f"{t.name}: correct, but it was not timed: {t.summary}")
+    raise AssertionError("Speed points need a correct kernel first. " + _why_not(result, t))
+
+
+def checked(exercise: str, prompt: str, answer: Any):
+    """Check a derivation answer quietly, show the verdict and return the CheckResult.
+
+    The learner's functions run inside; their warnings are shown as notes on stdout. A prompt id
+    that does not exist raises ValueError: that is a mistake in the notebook, not in the answer.
+    """
+    from grader.derivations import check
+
+    with quiet() as captured:
+        verdict = check(exercise, prompt, answer)
+    _show_notes(captured)
+    _display(verdict)
+    return verdict

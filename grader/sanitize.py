@@ -1,0 +1,80 @@
+"""Running the learner's code under compute-sanitizer (memcheck, racecheck).
+
+The worker allocates every buffer with cudaMalloc of exactly its size and no guard
+regions in this mode (and PyTorch's caching allocator is switched off), so a write of
+even one element past an output is outside any allocation and memcheck reports it, with
+the kernel and, thanks to -lineinfo, the line.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+TOOLS = ("memcheck", "racecheck")
+HEADER = re.compile(r"^========= (Invalid \S+ (read|write)|Error: Race|Race reported|Warning: Race|"
+                    r"Error: .*hazard|Malloc/Free error|Misaligned|Uninitialized|Barrier error|"
+                    r"Program hit cudaError\w*|Invalid __global__|Invalid __shared__|Invalid __local__)")
+
+
+@dataclass(frozen=True)
+class Finding:
+    tool: str
+    message: str       # the sanitizer's own words, frames shortened
+    location: str      # "vector_add.cu:12" where known
+
+    def to_dict(self) -> dict:
+        return {"tool": self.tool, "message": self.message, "location": self.location}
+
+
+def find_sanitizer() -> str | None:
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for base in filter(None, (os.environ.get("CUDA_HOME"), "/usr/local/cuda")):
+        candidate = Path(base) / "bin" / "compute-sanitizer"
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def wrapper(tool: str, log_file: Path) -> list[str]:
+    exe = find_sanitizer()
+    assert exe is not None
+    cmd = [exe, "--tool", tool, "--print-limit", "50", "--log-file", str(log_file), "--target-processes", "all"]
+    if tool == "memcheck":
+        cmd += ["--leak-check", "no"]
+    return cmd
+
+
+def parse(text: str, tool: str, sources: dict[str, str]) -> dict[str, list[Finding]]:
+    """Findings per task; ``sources`` maps a learner file name (vector_add.cu) to its task."""
+    records: list[list[str]] = []
+    for line in text.splitlines():
+        if HEADER.match(line):
+            records.append([line[10:].strip()])
+        elif records and line.startswith("=========     ") and "Host Frame" not in line \
+                and "host backtrace" not in line:
+            records[-1].append(line[10:].strip())
+        elif records and line.strip() in ("=========", ""):
+            records.append([]) if records[-1] else None
+    out: dict[str, list[Finding]] = {}
+    for record in filter(None, records):
+        body = " ".join(record)
+        for name, task in sources.items():
+            m = re.search(r"([\w./-]*" + re.escape(name) + r"):(\d+)", body)
+            if m:
+                message = re.sub(r"\s+", " ", re.sub(r"\([^()]*\)\+0x[0-9a-f]+", "", body))
+                message = message.replace(m.group(1), name)
+                out.setdefault(task, []).append(Finding(tool, message[:500], f"{name}:{m.group(2)}"))
+                break
+    return out
+
+
+def log_path() -> Path:
+    fd, path = tempfile.mkstemp(prefix="s2s-sanitizer-", suffix=".log")
+    os.close(fd)
+    return Path(path)

@@ -1,0 +1,400 @@
+"""The instructor's path through stock nbgrader, end to end, on a machine without a GPU.
+
+`grade course build` writes the course; stock nbgrader releases it; three students hand in (the
+hidden solution, the untouched stubs, a subtly wrong kernel); `grade course autograde` grades them
+all in one nbgrader run; nbgrader writes the feedback and exports the grades. Every nbgrader step
+runs as a child process with CUDA_VISIBLE_DEVICES="", so the kernels score zero for the stated
+no-GPU reason everywhere and the derivation prompts score as answered.
+
+Each known way nbgrader goes wrong with this kind of exercise has its test here: solutions copied
+into the release, stubs put back over the students' .cu files, points decided by printed text or
+lost to stderr, hidden material in feedback, build products in autograded/ and feedback/, and cell
+timeouts too short for GPU grading.
+"""
+from __future__ import annotations
+
+import csv
+import html
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("nbgrader", reason="nbgrader is not installed: pip install -e '.[course]'")
+
+from grader import course, spec  # noqa: E402
+from grader.course import CourseError, defined_names, function_bodies, hidden_answers  # noqa: E402
+from grader.notebook import checked, quiet, require_correct, require_speed  # noqa: E402
+from grader.result import GradeResult, Points, TaskResult  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "01_foundations"
+EX01 = spec.find("01")
+SOLUTIONS = ROOT / "solutions" / ASSIGNMENT
+WRONG_VECTOR_ADD = ROOT / "tests" / "submissions" / "ex01_wrong_vector_add.cu"
+STUDENTS = ("solution", "stub", "wrong")
+NO_GPU = "need an NVIDIA GPU"
+DERIVATION_POINTS = 10.0           # the four prompts of exercise 01: 2 + 3 + 2 + 3
+KERNEL_POINTS = sum(t.points.total for t in EX01.tasks)
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None,
+                                reason="nvcc (the CUDA toolkit) is not on PATH, so no .cu can be compiled here")
+
+
+# ================================================================== the course, built once
+
+@dataclass
+class Course:
+    root: Path
+    cache: Path
+    autograde_output: str
+
+    def notebook(self, where: str, student: str | None = None):
+        folder = self.root / where / (student or "") / ASSIGNMENT
+        return nbformat.read(folder / f"{ASSIGNMENT}.ipynb", as_version=4)
+
+
+def _env(cache: Path) -> dict[str, str]:
+    env = os.environ.copy()
+    env.update(CUDA_VISIBLE_DEVICES="", S2S_CACHE=str(cache), S2S_ROOT=str(ROOT),
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p))
+    return env
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def _grade_id(cell) -> str:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+
+
+def _submit(root: Path, student: str, *, answers: bool, files: dict[str, Path]) -> None:
+    """Hand in the released notebook (with the hidden answers if asked) and .cu files, plus clutter."""
+    release, target = root / "release" / ASSIGNMENT, root / "submitted" / student / ASSIGNMENT
+    shutil.copytree(release, target)
+    if answers:
+        source = {_grade_id(c): c.source
+                  for c in nbformat.read(root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4).cells}
+        nb = nbformat.read(target / f"{ASSIGNMENT}.ipynb", as_version=4)
+        for cell in nb.cells:
+            if cell.metadata.get("nbgrader", {}).get("solution"):
+                cell.source = source[_grade_id(cell)]
+        nbformat.write(nb, target / f"{ASSIGNMENT}.ipynb")
+    for name, path in files.items():
+        shutil.copyfile(path, target / name)
+    # What a learner's folder picks up: editor state, Python caches, a build of their own.
+    (target / ".ipynb_checkpoints").mkdir()
+    (target / ".ipynb_checkpoints" / f"{ASSIGNMENT}-checkpoint.ipynb").write_text("{}")
+    (target / "__pycache__").mkdir()
+    (target / "__pycache__" / "helper.cpython-311.pyc").write_bytes(b"\0")
+    (target / "vector_add.so").write_bytes(b"\0")
+    (target / "vector_add.o").write_bytes(b"\0")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Course:
+    root = tmp_path_factory.mktemp("course")
+    cache = tmp_path_factory.mktemp("s2s-cache")
+    env = _env(cache)
+    cli = [sys.executable, "-m", "grader.course_cli"]
+    _run(cli + ["build", str(root)], ROOT, env)
+    for ex in spec.discover():
+        _run([sys.executable, "-m", "nbgrader", "generate_assignment", ex.folder.name, "--force"], root, env)
+    solutions = {t.source: SOLUTIONS / t.source for t in EX01.tasks}
+    _submit(root, "solution", answers=True, files=solutions)
+    _submit(root, "stub", answers=False, files={})
+    _submit(root, "wrong", answers=True, files={"vector_add.cu": WRONG_VECTOR_ADD})
+    graded = _run(cli + ["autograde", str(root), ASSIGNMENT], root, env, timeout=600)
+    _run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT], root, env)
+    return Course(root, cache, graded.stdout)
+
+
+# ================================================================== what the build writes
+
+def _config(root: Path):
+    from traitlets.config import Config
+    c = Config()
+    saved = os.environ.copy()
+    try:
+        exec(compile((root / "nbgrader_config.py").read_text(), "nbgrader_config.py", "exec"),
+             {"get_config": lambda: c, "__file__": str(root / "nbgrader_config.py")})
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return c
+
+
+def test_config_keeps_every_students_cu_and_gives_gpu_grading_time(built):
+    c = _config(built.root)
+    expected = {ex.folder.name: [t.source for t in ex.tasks] for ex in spec.discover()}
+    assert c.Autograde.exclude_overwriting == expected
+    assert c.ClearSolutions.code_stub == {"python": ""}
+    assert c.Execute.timeout >= 1800 and c.ExecutePreprocessor.timeout >= 1800
+    for clutter in (".ipynb_checkpoints", "__pycache__", "*.so", "*.o"):
+        assert clutter in c.CourseDirectory.ignore
+
+
+@pytest.mark.parametrize("exercise", spec.discover(), ids=lambda e: e.folder.name)
+def test_every_exercise_is_an_assignment_with_its_grading_cells(built, exercise):
+    folder = built.root / "source" / exercise.folder.name
+    nb = nbformat.read(folder / (exercise.notebook or f"{exercise.folder.name}.ipynb"), as_version=4)
+    cells = {_grade_id(c): c for c in nb.cells}
+    grading = cells["grade_kernels"]
+    assert grading.metadata.nbgrader["locked"] and not grading.metadata.nbgrader["grade"]
+    assert f'grade("{exercise.id}", submission=".", profile=False)' in grading.source
+    order = [_grade_id(c) for c in nb.cells]
+    for task in exercise.tasks:
+        for kind, points in (("correct", task.points.correct), ("speed", task.points.speed)):
+            cell = cells[f"kernel_{task.name}_{kind}"]
+            assert cell.metadata.nbgrader["points"] == points
+            assert cell.metadata.nbgrader["locked"]
+            assert f'(result, "{task.name}")' in cell.source
+            assert order.index(cell_id := f"kernel_{task.name}_{kind}") > order.index("grade_kernels"), cell_id
+        assert (folder / task.source).read_bytes() == (exercise.folder / task.source).read_bytes()
+
+
+def test_an_exercise_without_notebook_gets_a_minimal_one(built):
+    missing = [ex for ex in spec.discover() if not (ex.folder / ex.notebook).is_file()]
+    if not missing:
+        pytest.skip("every exercise has its own notebook now")
+    for ex in missing:
+        nb = nbformat.read(built.root / "source" / ex.folder.name / ex.notebook, as_version=4)
+        assert nb.cells[0].cell_type == "markdown" and ex.title in nb.cells[0].source
+        for task in ex.tasks:
+            assert f"[{task.source}]({task.source})" in nb.cells[0].source
+        assert (built.root / "release" / ex.folder.name / ex.notebook).is_file()
+
+
+def test_release_answer_cells_show_exactly_the_learners_stub(built):
+    original = {c.metadata["tags"][0]: c.source
+                for c in nbformat.read(EX01.folder / EX01.notebook, as_version=4).cells
+                if any(t.startswith("answer:") for t in c.metadata.get("tags", []))}
+    released = {c.metadata["tags"][0]: c.source for c in built.notebook("release").cells
+                if c.metadata.get("nbgrader", {}).get("solution")}
+    assert released.keys() == original.keys() and released
+    for tag, stub in original.items():
+        # nbgrader replaces the hidden region by the empty stub line: only a final newline is added.
+        assert released[tag].rstrip("\n") == stub.rstrip("\n"), tag
+
+
+# ================================================================== trap 1: no solution in the release
+
+def _texts(folder: Path) -> dict[Path, str]:
+    return {p: p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file()}
+
+
+def _secret_lines(solution: Path, public: list[Path]) -> list[str]:
+    """Lines of a reference solution that no public file has: what would give it away."""
+    known = {line.strip() for p in public if p.is_file() for line in p.read_text().splitlines()}
+    return [line.strip() for line in solution.read_text().splitlines()
+            if len(line.strip()) >= 20 and line.strip() not in known]
+
+
+def test_release_holds_no_solution_code(built):
+    released = _texts(built.root / "release")
+    assert released, "nothing was released"
+    blob = "\n".join(released.values())
+    checked_any = False
+    for solution in sorted(p for p in (ROOT / "solutions").rglob("*") if p.is_file() and p.suffix != ".py"):
+        exercise = ROOT / "exercises" / solution.parent.name
+        public = [exercise / solution.name, exercise / "baselines" / solution.name]
+        for line in _secret_lines(solution, public):
+            checked_any = True
+            assert line not in blob, f"{solution.relative_to(ROOT)} leaked into the release: {line!r}"
+    for answers in (ROOT / "solutions").rglob("answers.py"):
+        for body in function_bodies(answers.read_text()):
+            checked_any = True
+            flat = " ".join(body.split())
+            assert flat not in " ".join(blob.split()), f"a function body of {answers} leaked: {body[:80]!r}"
+    assert checked_any
+
+
+# ================================================================== trap 2: the student's .cu is graded
+
+def _report_text(nb) -> str:
+    cell = next(c for c in nb.cells if _grade_id(c) == "grade_kernels")
+    shown = [o.data["text/html"] for o in cell.outputs if o.get("data", {}).get("text/html")]
+    assert shown, f"the grading cell shows no report: {cell.outputs}"
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", shown[-1])).split())
+
+
+@needs_nvcc
+def test_autograde_grades_the_students_own_cu(built):
+    graded = built.root / "autograded" / "wrong" / ASSIGNMENT / "vector_add.cu"
+    assert graded.read_bytes() == WRONG_VECTOR_ADD.read_bytes()
+    stub = _report_text(built.notebook("autograded", "stub"))
+    wrong = _report_text(built.notebook("autograded", "wrong"))
+    # The stub launches no kernel; the wrong submission's kernel shows in the ptxas report.
+    assert re.search(r"vector_add no kernels", stub), stub
+    assert re.search(r"vector_add \d+ regs", wrong), wrong
+
+
+# ================================================================== the scores, and why
+
+def test_scores_on_a_machine_without_gpu(built):
+    by_student = {s.student: s for s in course.scores(built.root, ASSIGNMENT)}
+    assert sorted(by_student) == sorted(STUDENTS)
+    for student, derivations in (("solution", DERIVATION_POINTS), ("stub", 0.0), ("wrong", DERIVATION_POINTS)):
+        s = by_student[student]
+        assert s.group("check_") == (derivations, DERIVATION_POINTS), student
+        assert s.group("kernel_") == (0.0, KERNEL_POINTS), student
+        assert s.max_score == DERIVATION_POINTS + KERNEL_POINTS
+
+
+def test_kernel_cells_fail_for_the_no_gpu_reason_and_nothing_else(built):
+    for student in STUDENTS:
+        nb = built.notebook("autograded", student)
+        kernel_cells = [c for c in nb.cells if _grade_id(c).startswith("kernel_")]
+        assert len(kernel_cells) == 2 * len(EX01.tasks)
+        for cell in kernel_cells:
+            errors = [o for o in cell.outputs if o.output_type == "error"]
+            assert len(errors) == 1 and errors[0].ename == "AssertionError", (student, cell.outputs)
+            assert NO_GPU in errors[0].evalue, errors[0].evalue
+        assert NO_GPU in _report_text(nb)
+
+
+def test_summary_and_export(built):
+    table = built.autograde_output
+    assert re.search(r"solution\s*│\s*10/10\s*│\s*0/6\s*│\s*0/3\s*│\s*10/19", table), table
+    assert re.search(r"stub\s*│\s*0/10\s*│\s*0/6\s*│\s*0/3\s*│\s*0/19", table), table
+    rows = list(csv.DictReader(io.StringIO((built.root / "grades.csv").read_text())))
+    scores = {r["student_id"]: float(r["score"]) for r in rows if r["assignment"] == ASSIGNMENT}
+    assert scores == {"solution": DERIVATION_POINTS, "stub": 0.0, "wrong": DERIVATION_POINTS}
+
+
+# ================================================================== trap 3: points from objects, no stderr
+
+def test_no_graded_cell_writes_to_stderr(built):
+    for student in STUDENTS:
+        for cell in built.notebook("autograded", student).cells:
+            if cell.cell_type == "code":
+                stderr = [o for o in cell.outputs if o.output_type == "stream" and o.name == "stderr"]
+                assert not stderr, (student, _grade_id(cell), stderr)
+
+
+def test_graded_cells_assert_on_result_objects(built):
+    for cell in built.notebook("release").cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade"):
+            assert re.search(r"\b(assert|require_correct|require_speed)\b", cell.source), cell.source
+            assert "print(" not in cell.source
+
+
+def _answer(fn):
+    """A correct answer that also warns and writes to stderr, as numpy or a stray print would."""
+    def noisy(*args):
+        warnings.warn("overflow encountered in exp", RuntimeWarning)
+        print("debug output", file=sys.stderr)
+        os.write(2, b"written by C code to fd 2\n")
+        return fn(*args)
+    return noisy
+
+
+def test_a_correct_answer_that_warns_still_passes_without_stderr(capfd):
+    ns: dict = {}
+    exec(hidden_answers((SOLUTIONS / "answers.py").read_text(), ["jacobian_y_wrt_x", "jacobian_y_wrt_b"]), ns)
+    verdict = checked("01", "relu_jacobians", {name: _answer(ns[name])
+                                                for name in ("jacobian_y_wrt_x", "jacobian_y_wrt_b")})
+    out, err = capfd.readouterr()
+    assert verdict.passed
+    assert err == ""
+    assert "note: RuntimeWarning: overflow encountered in exp" in out
+    assert "note: written by C code to fd 2" in out
+
+
+def test_quiet_restores_stderr(capfd):
+    with quiet() as captured:
+        print("hidden", file=sys.stderr)
+    print("visible", file=sys.stderr)
+    assert "hidden" in captured.stderr
+    assert capfd.readouterr().err == "visible\n"
+
+
+def _result(task: TaskResult, notice: str = "") -> GradeResult:
+    return GradeResult("01", "t", ".", [task], None, notice=notice)
+
+
+def test_requirements_pass_and_fail_on_points_not_text():
+    good = TaskResult("vector_add", "vector_add.cu", "passed", "prints: error", correct=True,
+                      points=Points(2, 1, 2, 1))
+    assert require_correct(_result(good), "vector_add") is None
+    assert require_speed(_result(good), "vector_add") is None
+    slow = TaskResult("vector_add", "vector_add.cu", "failed", "all fine", correct=True, points=Points(2, 0, 2, 1))
+    with pytest.raises(AssertionError, match="speed|timed"):
+        require_speed(_result(slow), "vector_add")
+    not_run = TaskResult("vector_add", "vector_add.cu", "not run", "compiled", points=Points(0, 0, 2, 1))
+    with pytest.raises(AssertionError, match="vector_add was not run. Correctness.* need an NVIDIA GPU"):
+        require_correct(_result(not_run, notice="Correctness, timing and hardware counters need an NVIDIA GPU"),
+                        "vector_add")
+    with pytest.raises(AssertionError, match="run the grading cell above first"):
+        require_correct(None, "vector_add")
+
+
+# ================================================================== trap 4: nothing hidden reaches feedback
+
+def test_feedback_reveals_nothing_the_release_did_not_show(built):
+    released = {_grade_id(c): c.source for c in built.notebook("release").cells}
+    for student in STUDENTS:
+        for cell in built.notebook("autograded", student).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("locked"):
+                assert cell.source == released[_grade_id(cell)], (student, _grade_id(cell))
+    sources = [c.source for c in built.notebook("release").cells if c.cell_type == "code"]
+    for source in sources:
+        assert "HIDDEN" not in source and "seed" not in source.lower() and "solutions" not in source
+    answers = function_bodies((SOLUTIONS / "answers.py").read_text())
+    for student in ("stub", "wrong"):
+        page = (built.root / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+        text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+        assert "seed" not in text.lower()
+        if student == "stub":
+            for body in answers:
+                assert " ".join(body.split()) not in text
+
+
+# ================================================================== trap 5: no build products
+
+def test_no_build_products_in_autograded_or_feedback(built):
+    for where in ("autograded", "feedback"):
+        for path in (built.root / where).rglob("*"):
+            assert path.suffix not in (".so", ".o", ".pyc"), path
+            assert path.name not in ("__pycache__", ".ipynb_checkpoints"), path
+    assert any(built.cache.rglob("*.so")), "the grader should have compiled into its own cache"
+
+
+# ================================================================== the builder's pieces
+
+def test_hidden_answers_bring_their_helpers_and_imports():
+    code = hidden_answers((SOLUTIONS / "answers.py").read_text(), ["grad_b"])
+    assert code.startswith("import numpy as np")
+    assert "def _active(" in code and "def grad_b(" in code and "def grad_W(" not in code
+    assert "__future__" not in code
+    ns: dict = {}
+    exec(code, ns)
+    assert callable(ns["grad_b"])
+
+
+def test_hidden_answers_name_what_is_missing():
+    with pytest.raises(CourseError, match="does not define nope"):
+        hidden_answers("x = 1\n", ["x", "nope"], "answers.py")
+
+
+def test_defined_names_of_a_stub_cell():
+    assert defined_names("import numpy as np\ndef f(x):\n    pass\ny = {1: 2}\n") == ["np", "f", "y"]
+
+
+def test_build_refuses_a_foreign_config(tmp_path):
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")
+    with pytest.raises(CourseError, match="was not written by"):
+        course.build_course(tmp_path)
