@@ -114,7 +114,7 @@ def built(tmp_path_factory) -> Course:
     solutions = {t.source: SOLUTIONS / t.source for t in EX01.tasks}
     _submit(root, "solution", answers=True, files=solutions)
     _submit(root, "stub", answers=False, files={})
-    _submit(root, "wrong", answers=True, files={"vector_add.cu": WRONG_VECTOR_ADD})
+    _submit(root, "wrong", answers=True, files={**solutions, "vector_add.cu": WRONG_VECTOR_ADD})
     graded = _run(cli + ["autograde", str(root), ASSIGNMENT], root, env, timeout=600)
     _run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT], root, env)
     return Course(root, cache, graded.stdout)
@@ -376,13 +376,13 @@ def test_no_build_products_in_autograded_or_feedback(built):
 # ================================================================== the builder's pieces
 
 def test_hidden_answers_bring_their_helpers_and_imports():
-    code = hidden_answers((SOLUTIONS / "answers.py").read_text(), ["grad_b"])
-    assert code.startswith("import numpy as np")
-    assert "def _active(" in code and "def grad_b(" in code and "def grad_W(" not in code
-    assert "__future__" not in code
+    code = hidden_answers((SOLUTIONS / "answers.py").read_text(), ["grad_W"])
+    assert code.startswith("import numpy as np\n")
+    assert "def _active(" in code and "def grad_W(" in code and "def grad_b(" not in code
+    assert "__future__" not in code and "hardware" not in code
     ns: dict = {}
     exec(code, ns)
-    assert callable(ns["grad_b"])
+    assert callable(ns["grad_W"])
 
 
 def test_hidden_answers_name_what_is_missing():

@@ -1,35 +1,31 @@
 // Reference solution: flash attention (FlashAttention-2 schedule) on bf16 tensor cores.
 //
 // One block of 4 warps computes a 128-row tile of o for one (batch, head); each warp owns
-// 32 query rows (two 16-row mma tiles) and runs its own online softmax over them, so the
-// warps never exchange softmax statistics. Keys and values stream through shared memory
-// in tiles of kBlockCols rows, double-buffered with cp.async so the next tile's copy runs
-// under the current tile's math.
+// 32 query rows (two 16-row mma tiles) and runs its own online softmax over them. Per key
+// tile each warp computes S = Q K^T (mma.sync m16n8k16, Q and K fragments through ldmatrix),
+// the online softmax on S in fp32 registers, then O += P V with P converted to bf16 in
+// registers: the accumulator layout of the first product is the A layout of the second, so
+// P never touches shared memory. V fragments come from ldmatrix.trans.
 //
-// Per key tile, each warp:
-//   1. S = Q K^T       mma.sync m16n8k16 (bf16 in, fp32 accumulate); Q and K fragments come
-//                      from shared memory with ldmatrix.
-//   2. mask            only on tiles that straddle the causal diagonal or the sequence end.
-//   3. online softmax  on S in fp32 registers: running max m, running sum l, rescale of the
-//                      output accumulator by exp(m_old - m_new). Row reductions are two
-//                      shuffles: the 4 lanes of a quad share a row in the mma layout.
-//   4. O += P V        P converted to bf16 in registers; the accumulator layout of the first
-//                      mma is exactly the A-operand layout of the second, so P never touches
-//                      shared memory. V fragments come from ldmatrix.trans, because V is
-//                      stored [key][dim] and the mma wants it k-major per column.
+// Why these sizes. Every warp reads the whole K and V tile from shared memory, so shared
+// memory bytes per FLOP fall as 1 / (rows per warp): 32 rows per warp halve that traffic
+// compared with 16. For dim = 128 the key tile is 64 wide: O takes 128 fp32 registers and S
+// 64, 255 in all without spilling, and one barrier then covers 64 keys. Two stages of K and
+// V plus the Q tile take 102 KiB, so two blocks (8 warps) share an SM.
 //
-// Why these tile sizes. Every warp reads the whole K and V tile from shared memory, so shared
-// memory bytes per FLOP fall as 1 / (rows per warp): 32 rows per warp halves that traffic
-// compared with 16. The accumulators then cost 32 x dim / 32 = dim fp32 registers per thread
-// for O plus 32 x kBlockCols / 32 for S, so for dim = 128 the key tile is 32 wide (128 + 32
-// accumulators) and for dim = 64 it is 64 wide (64 + 64): both stay within 255 registers
-// without spilling. Shared memory: Q tile plus two stages of K and V, rows padded by 16 bytes
-// so the 8 row addresses of each ldmatrix phase land in 8 different bank groups (68 KiB for
-// dim = 128, 54 KiB for dim = 64). At about 220-240 registers per thread, two blocks (8 warps)
-// share an SM; registers, not shared memory, are the limit.
-//
-// Causal attention skips key tiles that lie entirely above the diagonal (per block through
-// the loop bound, per warp through a uniform branch) and heavier query tiles start first.
+// Shared by every configuration below:
+//   * Online softmax with a lazily moved reference maximum: a row keeps its reference until
+//     a score exceeds it by more than 2^8, so the weights stay below 256 and the output
+//     accumulator is rescaled (dim / 8 multiplies per row fragment) only on the rare tile
+//     where some row of the warp needs it; a warp vote skips the rescale otherwise.
+//   * Scores are scaled into log2 units by the same FFMA that subtracts the reference, so
+//     each weight costs one FFMA and one MUFU.EX2; row max / sum reductions are two shuffles
+//     (the 4 lanes of a quad share a row in the mma layout).
+//   * K and V of one key tile travel as one cp.async group into a ring of shared-memory
+//     stages: one barrier per key tile publishes the landed tile and frees the oldest stage.
+//   * Tiles that cross the sequence end or the causal diagonal take a masked copy of the
+//     softmax; all other tiles run without any mask arithmetic. Causal: key tiles entirely
+//     above a warp's rows are skipped, and the heaviest query tiles start first.
 //
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"):
 // with g = lane / 4 and c = lane % 4, a thread holds
@@ -46,25 +42,41 @@
 
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = 32 * kWarps;
-constexpr int kRowsPerWarp = 32;  // two 16-row mma tiles
-constexpr int kMmaTiles = kRowsPerWarp / 16;
-constexpr int kBlockRows = kWarps * kRowsPerWarp;
 constexpr int kPad = 8;  // bf16 elements (16 bytes) of padding per shared-memory row
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFullMask = 0xffffffffu;
+// A row keeps its old reference maximum until a score exceeds it by more than this many
+// powers of two: the weights exp2(score - reference) then stay below 2^8 = 256, harmless in
+// fp32 and in bf16, and the output accumulator needs rescaling only on the rare tile where
+// some row's maximum jumps by more than that.
+constexpr float kRescaleThreshold = 8.0f;
 
 using bf16 = __nv_bfloat16;
 
-template <int D, int BC>
-struct Layout {
+// Everything that varies between launches: head dimension, key-tile width, warps per block,
+// 16-row mma tiles per warp, whether Q stays in registers, whether the two matrix products
+// of consecutive key tiles are software-pipelined, shared-memory stages, blocks per SM.
+template <int D_, int BC_, int WARPS_, int MT_, bool QREGS_, bool PIPE_, int STAGES_,
+          int MINBLOCKS_>
+struct Config {
+    static constexpr int D = D_;
+    static constexpr int BC = BC_;
+    static constexpr int kWarps = WARPS_;
+    static constexpr int MT = MT_;
+    static constexpr bool kQInRegs = QREGS_;
+    static constexpr bool kPipelined = PIPE_;
+    static constexpr int kStages = STAGES_;
+    static constexpr int kMinBlocks = MINBLOCKS_;
+    static constexpr int kThreads = 32 * kWarps;
+    static constexpr int kRowsPerWarp = 16 * MT;
+    static constexpr int kBlockRows = kWarps * kRowsPerWarp;
     static constexpr int kLd = D + kPad;  // row stride in elements
-    static constexpr int kQ = 0;
-    static constexpr int kK = kQ + kBlockRows * kLd;  // two stages
-    static constexpr int kV = kK + 2 * BC * kLd;      // two stages
-    static constexpr int kElems = kV + 2 * BC * kLd;
-    static constexpr size_t kBytes = kElems * sizeof(bf16);
+    static constexpr int kQElems = kBlockRows * kLd;
+    static constexpr int kStageElems = 2 * BC * kLd;  // one K tile then one V tile
+    static constexpr size_t kSmemBytes =
+        static_cast<size_t>(kQElems + kStages * kStageElems) * sizeof(bf16);
+    static_assert(D % 16 == 0 && BC % 16 == 0, "tiles are whole mma steps");
+    static_assert(kStages >= (kPipelined ? 3 : 2), "not enough stages for the schedule");
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -100,11 +112,11 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                  : "r"(addr));
 }
 
-// c += a * b for one 16x8x16 tile.
+// c += a * b for one 16x8x16 tile. Not volatile: it is a pure function of its registers,
+// and the compiler may then interleave the products with the softmax arithmetic.
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -121,55 +133,239 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// cp.async rows first .. first+rows-1 of a [seq][D] matrix into a padded shared tile;
-// rows past the sequence end become zeros.
-template <int D>
-__device__ __forceinline__ void load_tile(bf16* tile, const bf16* src, int first, int rows,
-                                          int seq) {
-    constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
-    constexpr int kLd = D + kPad;
-#pragma unroll 4
-    for (int chunk = threadIdx.x; chunk < rows * kChunksPerRow; chunk += kThreads) {
-        const int r = chunk / kChunksPerRow;
-        const int c = (chunk % kChunksPerRow) * 8;
-        const bool valid = first + r < seq;
-        const bf16* g = valid ? src + static_cast<size_t>(first + r) * D + c : src;
-        cp_async_16(smem_addr(tile + r * kLd + c), g, valid);
+// cp.async rows first .. first+ROWS-1 of a [seq][D] matrix into a padded shared tile;
+// rows past the sequence end become zeros. Each thread copies the same 16-byte column of
+// every (kThreads / chunks-per-row)-th row, so all offsets but the tile's first row are
+// compile-time constants and the copy costs few registers.
+template <class C, int ROWS>
+__device__ __forceinline__ void load_tile(bf16* tile, const bf16* src, int first, int seq) {
+    constexpr int kChunksPerRow = C::D / 8;  // 16-byte chunks
+    constexpr int kChunks = ROWS * kChunksPerRow;
+    constexpr int kRowStep = C::kThreads / kChunksPerRow;
+    static_assert(C::kThreads % kChunksPerRow == 0, "a thread keeps one column");
+    const int r0 = threadIdx.x / kChunksPerRow;
+    const int c = (threadIdx.x % kChunksPerRow) * 8;
+    const uint32_t dst = smem_addr(tile + r0 * C::kLd + c);
+    const bf16* g = src + static_cast<size_t>(first + r0) * C::D + c;
+#pragma unroll
+    for (int i = 0; i < (kChunks + C::kThreads - 1) / C::kThreads; ++i) {
+        if (kChunks % C::kThreads == 0 || threadIdx.x + i * C::kThreads < kChunks) {
+            const bool valid = first + r0 + i * kRowStep < seq;
+            cp_async_16(dst + i * kRowStep * C::kLd * sizeof(bf16),
+                        valid ? g + i * kRowStep * C::D : src, valid);
+        }
     }
 }
 
-template <int D, int BC>
-__global__ void __launch_bounds__(kThreads)
+template <class C>
+using QFrags = uint32_t[C::MT][C::kQInRegs ? C::D / 16 : 1][4];
+template <class C>
+using Scores = float[C::MT][C::BC / 8][4];
+template <class C>
+using PFrags = uint32_t[C::MT][C::BC / 16][4];
+template <class C>
+using Acc = float[C::MT][C::D / 8][4];
+template <class C>
+using RowStat = float[C::MT][2];
+
+// s = Q K^T for one key tile. q_base / k_base are this lane's ldmatrix addresses of the
+// warp's Q rows and of the tile's K rows.
+template <class C>
+__device__ __forceinline__ void tile_scores(Scores<C>& s, const QFrags<C>& qf, uint32_t q_base,
+                                            uint32_t k_base) {
+    constexpr int MT = C::MT;
+    constexpr int kLd = C::kLd;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < C::BC / 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < C::D / 16; ++kk) {
+        uint32_t qa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            if constexpr (C::kQInRegs) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) qa[mt][i] = qf[mt][kk][i];
+            } else {
+                ldmatrix_x4(qa[mt], q_base + (mt * 16 * kLd + kk * 16) * sizeof(bf16));
+            }
+        }
+#pragma unroll
+        for (int np = 0; np < C::BC / 16; ++np) {
+            uint32_t kb[4];
+            ldmatrix_x4(kb, k_base + (np * 16 * kLd + kk * 16) * sizeof(bf16));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma_bf16(s[mt][2 * np], qa[mt], kb[0], kb[1]);
+                mma_bf16(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+            }
+        }
+    }
+}
+
+// acc += P V for one key tile; v_base is this lane's ldmatrix.trans address in the V tile.
+template <class C>
+__device__ __forceinline__ void tile_pv(Acc<C>& acc, const PFrags<C>& p, uint32_t v_base) {
+#pragma unroll
+    for (int kk = 0; kk < C::BC / 16; ++kk) {
+#pragma unroll
+        for (int dp = 0; dp < C::D / 16; ++dp) {
+            uint32_t vb[4];
+            ldmatrix_x4_trans(vb, v_base + (kk * 16 * C::kLd + dp * 16) * sizeof(bf16));
+#pragma unroll
+            for (int mt = 0; mt < C::MT; ++mt) {
+                mma_bf16(acc[mt][2 * dp], p[mt][kk], vb[0], vb[1]);
+                mma_bf16(acc[mt][2 * dp + 1], p[mt][kk], vb[2], vb[3]);
+            }
+        }
+    }
+}
+
+// Online softmax of one score tile. m holds each row's reference maximum in log2 units
+// (already multiplied by scale_log2), l this lane's share of the row sum. Writes the bf16
+// weights p (the C layout of the first product is the A layout of the second) and the
+// factor alpha by which each row's accumulator must be multiplied; returns whether any
+// alpha of this lane differs from 1. MASK: the tile crosses the sequence end or the causal
+// diagonal, so scores are masked first; every other tile skips that arithmetic entirely.
+template <class C, bool MASK>
+__device__ __forceinline__ bool tile_softmax(Scores<C>& s, RowStat<C>& m, RowStat<C>& l,
+                                             RowStat<C>& alpha, PFrags<C>& p, int k0,
+                                             int lane_row0, int lane_col, int seq, int causal,
+                                             float scale_log2) {
+    constexpr int MT = C::MT;
+    constexpr int NT = C::BC / 8;
+    if constexpr (MASK) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int row = lane_row0 + mt * 16 + (e / 2) * 8;
+                    const int key = k0 + nt * 8 + lane_col * 2 + (e % 2);
+                    if (key >= seq || (causal && key > row)) s[mt][nt][e] = -INFINITY;
+                }
+            }
+        }
+    }
+    bool rescale = false;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // element e of a C fragment lies in row half e / 2
+            float tile_max = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+            }
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 2));
+            const float seen = tile_max * scale_log2;  // -inf stays -inf (scale_log2 > 0)
+            const float m_old = m[mt][h];
+            // -inf + threshold is -inf, so the first visible key always sets the reference.
+            const float m_new = seen > m_old + kRescaleThreshold ? seen : m_old;
+            const bool moved = m_new != m_old;
+            alpha[mt][h] = moved ? fast_exp2(m_old - m_new) : 1.0f;  // exp2(-inf) = 0
+            rescale |= moved;
+            m[mt][h] = m_new;
+            // A row with no visible key so far keeps -inf; shift by 0 so exp2 gives 0.
+            const float shift = m_new == -INFINITY ? 0.0f : m_new;
+            float sum0 = 0.0f;
+            float sum1 = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                s[mt][nt][2 * h] = fast_exp2(fmaf(s[mt][nt][2 * h], scale_log2, -shift));
+                s[mt][nt][2 * h + 1] =
+                    fast_exp2(fmaf(s[mt][nt][2 * h + 1], scale_log2, -shift));
+                sum0 += s[mt][nt][2 * h];
+                sum1 += s[mt][nt][2 * h + 1];
+            }
+            l[mt][h] = fmaf(l[mt][h], alpha[mt][h], sum0 + sum1);
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int kk = 0; kk < C::BC / 16; ++kk) {
+            // The C fragments of key tiles 2kk and 2kk+1 are the A fragment of k-step kk.
+            p[mt][kk][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+            p[mt][kk][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+            p[mt][kk][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+            p[mt][kk][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+    }
+    return rescale;
+}
+
+template <class C>
+__device__ __forceinline__ void rescale_acc(Acc<C>& acc, const RowStat<C>& alpha) {
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt) {
+#pragma unroll
+        for (int nd = 0; nd < C::D / 8; ++nd) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                acc[mt][nd][2 * h] *= alpha[mt][h];
+                acc[mt][nd][2 * h + 1] *= alpha[mt][h];
+            }
+        }
+    }
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     flash_attention_bf16_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                                 const bf16* __restrict__ v, bf16* __restrict__ o, int seq,
                                 int causal) {
-    using L = Layout<D, BC>;
-    constexpr int kLd = L::kLd;
-    constexpr int kDimTiles = D / 8;  // n-tiles of the output, 8 columns each
-    constexpr int kKeyTiles = BC / 8;  // n-tiles of the scores
+    constexpr int D = C::D;
+    constexpr int BC = C::BC;
+    constexpr int MT = C::MT;
+    constexpr int R = C::kRowsPerWarp;
+    constexpr int NS = C::kStages;
+    constexpr int kLd = C::kLd;
     extern __shared__ uint4 smem_raw[];
-    bf16* smem = reinterpret_cast<bf16*>(smem_raw);
-    bf16* q_s = smem + L::kQ;
-    bf16* k_s = smem + L::kK;
-    bf16* v_s = smem + L::kV;
+    bf16* q_s = reinterpret_cast<bf16*>(smem_raw);
+    bf16* kv_s = q_s + C::kQElems;  // stage t: K tile, then V tile
 
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     const int quad_row = lane / 4;  // g in the fragment layouts
     const int quad_col = lane % 4;  // c in the fragment layouts
 
+    // Causal: the last query tiles see the most keys, so they start first.
     const int q_tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int q0 = q_tile * kBlockRows;
+    const int q0 = q_tile * C::kBlockRows;
     const size_t head = static_cast<size_t>(blockIdx.y) * seq * D;
     const bf16* qh = q + head;
     const bf16* kh = k + head;
     const bf16* vh = v + head;
 
-    const int kv_end = causal ? min(seq, q0 + kBlockRows) : seq;
-    const int num_kv_tiles = (kv_end + BC - 1) / BC;
-    const int warp_row0 = q0 + warp * kRowsPerWarp;
+    const int kv_end = causal ? min(seq, q0 + C::kBlockRows) : seq;
+    const int num_tiles = (kv_end + BC - 1) / BC;
+    const int warp_row0 = q0 + warp * R;
     const bool warp_has_rows = warp_row0 < seq;
     const float scale_log2 = kLog2e / sqrtf(static_cast<float>(D));
+
+    // Does this warp compute anything on key tile t? (Warp-uniform.)
+    auto tile_active = [&](int t) {
+        return t < num_tiles && warp_has_rows && !(causal && t * BC > warp_row0 + R - 1);
+    };
+    // Does key tile t cross the sequence end or this warp's part of the diagonal?
+    auto tile_masked = [&](int t) {
+        return t * BC + BC > seq || (causal && t * BC + BC - 1 > warp_row0);
+    };
+    auto load_kv = [&](int t) {
+        if (t < num_tiles) {
+            bf16* stage = kv_s + (t % NS) * C::kStageElems;
+            load_tile<C, BC>(stage, kh, t * BC, seq);
+            load_tile<C, BC>(stage + BC * kLd, vh, t * BC, seq);
+        }
+    };
 
     // Per-lane ldmatrix row/column offsets (see the layouts in the header comment).
     // A operand (Q): (rows 0-7, k 0-7), (rows 8-15, k 0-7), (0-7, 8-15), (8-15, 8-15).
@@ -184,167 +380,126 @@ __global__ void __launch_bounds__(kThreads)
     const int vb_row = (lane % 8) + ((lane / 8) % 2) * 8;
     const int vb_col = (lane / 16) * 8;
 
-    const uint32_t q_frag_base = smem_addr(q_s + (warp * kRowsPerWarp + a_row) * kLd + a_col);
+    const uint32_t q_base = smem_addr(q_s + (warp * R + a_row) * kLd + a_col);
+    const uint32_t kv_base = smem_addr(kv_s);
+    const uint32_t k_lane = (kb_row * kLd + kb_col) * sizeof(bf16);
+    const uint32_t v_lane = (BC * kLd + vb_row * kLd + vb_col) * sizeof(bf16);
+    auto k_addr = [&](int t) {
+        return kv_base + (t % NS) * (C::kStageElems * sizeof(bf16)) + k_lane;
+    };
+    auto v_addr = [&](int t) {
+        return kv_base + (t % NS) * (C::kStageElems * sizeof(bf16)) + v_lane;
+    };
+    const int lane_row0 = warp_row0 + quad_row;
 
-    float acc[kMmaTiles][kDimTiles][4];
-    float row_max[kMmaTiles][2];  // [tile][row g or g+8]
-    float row_sum[kMmaTiles][2];  // this lane's share; the quad's 4 shares are summed at the end
+    Acc<C> acc;
+    RowStat<C> row_max;  // reference maximum, log2 units
+    RowStat<C> row_sum;  // this lane's share; the quad's 4 shares are summed at the end
+    RowStat<C> alpha;
 #pragma unroll
-    for (int mt = 0; mt < kMmaTiles; ++mt) {
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             row_max[mt][h] = -INFINITY;
             row_sum[mt][h] = 0.0f;
         }
 #pragma unroll
-        for (int nd = 0; nd < kDimTiles; ++nd) {
+        for (int nd = 0; nd < D / 8; ++nd) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[mt][nd][e] = 0.0f;
         }
     }
+    Scores<C> s;
+    PFrags<C> p;
+    QFrags<C> qf;
 
-    // Copy groups, in commit order: {Q, K0}, {V0}, then per tile t: {K(t+1)}, {V(t+1)}.
-    load_tile<D>(q_s, qh, q0, kBlockRows, seq);
-    load_tile<D>(k_s, kh, 0, BC, seq);
+    // Copy groups, in commit order: {Q, tile 0}, {tile 1}, ..., {tile NS-2}, then one per
+    // loop iteration (empty past the last tile, which keeps the count uniform).
+    load_tile<C, C::kBlockRows>(q_s, qh, q0, seq);
+    load_kv(0);
     cp_async_commit();
-    load_tile<D>(v_s, vh, 0, BC, seq);
-    cp_async_commit();
-
-    for (int t = 0; t < num_kv_tiles; ++t) {
-        const int k0 = t * BC;
-        const int stage = t % 2;
-        const bf16* k_tile = k_s + stage * BC * kLd;
-        const bf16* v_tile = v_s + stage * BC * kLd;
-
-        // Everything but the newest group (V(t)) is done: K(t) has landed. The barrier
-        // publishes it and tells us every warp has finished tile t-1, whose buffers the
-        // next copy reuses.
-        cp_async_wait<1>();
-        __syncthreads();
-        if (t + 1 < num_kv_tiles) {
-            load_tile<D>(k_s + (1 - stage) * BC * kLd, kh, k0 + BC, BC, seq);
-        }
-        cp_async_commit();  // possibly empty: keeps the group count uniform
-
-        // A warp whose rows all lie above this tile's first key has nothing to do here.
-        const bool active = warp_has_rows && !(causal && k0 > warp_row0 + kRowsPerWarp - 1);
-
-        float s[kMmaTiles][kKeyTiles][4];
-        if (active) {
 #pragma unroll
-            for (int mt = 0; mt < kMmaTiles; ++mt) {
+    for (int t = 1; t <= NS - 2; ++t) {
+        load_kv(t);
+        cp_async_commit();
+    }
+    cp_async_wait<NS - 2>();  // Q and tile 0 have landed
+    __syncthreads();
+    if constexpr (C::kQInRegs) {
+        // Q never changes: read its fragments once instead of once per key tile.
 #pragma unroll
-                for (int nt = 0; nt < kKeyTiles; ++nt) {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
-                }
-            }
-            const uint32_t k_frag_base = smem_addr(k_tile + kb_row * kLd + kb_col);
+        for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) {
-                uint32_t qa[kMmaTiles][4];
-#pragma unroll
-                for (int mt = 0; mt < kMmaTiles; ++mt) {
-                    ldmatrix_x4(qa[mt], q_frag_base + (mt * 16 * kLd + kk * 16) * sizeof(bf16));
-                }
-#pragma unroll
-                for (int np = 0; np < kKeyTiles / 2; ++np) {
-                    uint32_t kb[4];
-                    ldmatrix_x4(kb, k_frag_base + (np * 16 * kLd + kk * 16) * sizeof(bf16));
-#pragma unroll
-                    for (int mt = 0; mt < kMmaTiles; ++mt) {
-                        mma_bf16(s[mt][2 * np], qa[mt], kb[0], kb[1]);
-                        mma_bf16(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
-                    }
-                }
-            }
-
-            // Mask only tiles that cross the sequence end or this warp's diagonal.
-            const bool past_end = k0 + BC > seq;
-            const bool on_diagonal = causal && k0 + BC - 1 > warp_row0;
-            if (past_end || on_diagonal) {
-#pragma unroll
-                for (int mt = 0; mt < kMmaTiles; ++mt) {
-#pragma unroll
-                    for (int nt = 0; nt < kKeyTiles; ++nt) {
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const int row = warp_row0 + mt * 16 + quad_row + (e / 2) * 8;
-                            const int key = k0 + nt * 8 + quad_col * 2 + (e % 2);
-                            if (key >= seq || (causal && key > row)) s[mt][nt][e] = -INFINITY;
-                        }
-                    }
-                }
-            }
-
-            // Online softmax. Element e of a C fragment belongs to row half h = e / 2.
-#pragma unroll
-            for (int mt = 0; mt < kMmaTiles; ++mt) {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    float tile_max = -INFINITY;
-#pragma unroll
-                    for (int nt = 0; nt < kKeyTiles; ++nt) {
-                        tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-                    }
-                    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
-                    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 2));
-                    const float new_max = fmaxf(row_max[mt][h], tile_max);
-                    // Only a row with no visible key so far keeps -inf; shift by 0 then.
-                    const float shift = new_max == -INFINITY ? 0.0f : new_max * scale_log2;
-                    const float alpha = fast_exp2(fmaf(row_max[mt][h], scale_log2, -shift));
-                    row_max[mt][h] = new_max;
-                    float sum = 0.0f;
-#pragma unroll
-                    for (int nt = 0; nt < kKeyTiles; ++nt) {
-#pragma unroll
-                        for (int e = 2 * h; e < 2 * h + 2; ++e) {
-                            s[mt][nt][e] = fast_exp2(fmaf(s[mt][nt][e], scale_log2, -shift));
-                            sum += s[mt][nt][e];
-                        }
-                    }
-                    row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
-#pragma unroll
-                    for (int nd = 0; nd < kDimTiles; ++nd) {
-                        acc[mt][nd][2 * h] *= alpha;
-                        acc[mt][nd][2 * h + 1] *= alpha;
-                    }
-                }
+                ldmatrix_x4(qf[mt][kk], q_base + (mt * 16 * kLd + kk * 16) * sizeof(bf16));
             }
         }
+    }
 
-        // Now the newest group is K(t+1), so V(t) has landed; the barrier publishes it and
-        // tells us every warp has finished with V(t-1)'s buffer.
-        cp_async_wait<1>();
-        __syncthreads();
-        if (t + 1 < num_kv_tiles) {
-            load_tile<D>(v_s + (1 - stage) * BC * kLd, vh, k0 + BC, BC, seq);
+    if constexpr (!C::kPipelined) {
+        for (int t = 0; t < num_tiles; ++t) {
+            // Tiles up to t have landed; the barrier publishes tile t and tells us every
+            // warp has finished tile t-1, whose stage the next copy overwrites.
+            cp_async_wait<NS - 2>();
+            __syncthreads();
+            load_kv(t + NS - 1);
+            cp_async_commit();
+
+            if (tile_active(t)) {
+                tile_scores<C>(s, qf, q_base, k_addr(t));
+                const bool moved =
+                    tile_masked(t)
+                        ? tile_softmax<C, true>(s, row_max, row_sum, alpha, p, t * BC,
+                                                lane_row0, quad_col, seq, causal, scale_log2)
+                        : tile_softmax<C, false>(s, row_max, row_sum, alpha, p, t * BC,
+                                                 lane_row0, quad_col, seq, causal, scale_log2);
+                if (__any_sync(kFullMask, moved)) rescale_acc<C>(acc, alpha);
+                tile_pv<C>(acc, p, v_addr(t));
+            }
         }
-        cp_async_commit();
+    } else {
+        // Software pipeline: iteration t computes the scores of tile t+1 and the product
+        // P(t) V(t) in one straight stretch of code, so the tensor cores always have
+        // independent work while the softmax of tile t+1 runs on the other pipes.
+        if (tile_active(0)) {
+            tile_scores<C>(s, qf, q_base, k_addr(0));
+            if (tile_masked(0)) {
+                tile_softmax<C, true>(s, row_max, row_sum, alpha, p, 0, lane_row0, quad_col,
+                                      seq, causal, scale_log2);
+            } else {
+                tile_softmax<C, false>(s, row_max, row_sum, alpha, p, 0, lane_row0, quad_col,
+                                       seq, causal, scale_log2);
+            }
+            // acc is still zero: nothing to rescale.
+        }
+        for (int t = 0; t < num_tiles; ++t) {
+            // Tiles up to t+1 have landed; the barrier publishes them and tells us every
+            // warp has finished iteration t-1, the last reader of tile t-1's stage.
+            cp_async_wait<NS - 3>();
+            __syncthreads();
+            load_kv(t + NS - 1);
+            cp_async_commit();
 
-        if (active) {
-            const uint32_t v_frag_base = smem_addr(v_tile + vb_row * kLd + vb_col);
-#pragma unroll
-            for (int kk = 0; kk < BC / 16; ++kk) {
-                // The C fragments of key tiles 2kk and 2kk+1 are the A fragment of k-step kk.
-                uint32_t pa[kMmaTiles][4];
-#pragma unroll
-                for (int mt = 0; mt < kMmaTiles; ++mt) {
-                    pa[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                    pa[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                    pa[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                    pa[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            if (tile_active(t + 1)) {  // then tile t is active too
+                bool moved;
+                if (tile_masked(t + 1)) {
+                    tile_scores<C>(s, qf, q_base, k_addr(t + 1));
+                    tile_pv<C>(acc, p, v_addr(t));
+                    moved = tile_softmax<C, true>(s, row_max, row_sum, alpha, p,
+                                                  (t + 1) * BC, lane_row0, quad_col, seq,
+                                                  causal, scale_log2);
+                } else {
+                    tile_scores<C>(s, qf, q_base, k_addr(t + 1));
+                    tile_pv<C>(acc, p, v_addr(t));
+                    moved = tile_softmax<C, false>(s, row_max, row_sum, alpha, p,
+                                                   (t + 1) * BC, lane_row0, quad_col, seq,
+                                                   causal, scale_log2);
                 }
-#pragma unroll
-                for (int dp = 0; dp < kDimTiles / 2; ++dp) {
-                    uint32_t vb[4];
-                    ldmatrix_x4_trans(vb, v_frag_base + (kk * 16 * kLd + dp * 16) * sizeof(bf16));
-#pragma unroll
-                    for (int mt = 0; mt < kMmaTiles; ++mt) {
-                        mma_bf16(acc[mt][2 * dp], pa[mt], vb[0], vb[1]);
-                        mma_bf16(acc[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
-                    }
-                }
+                // acc now holds tiles up to t relative to the old reference; move it to the
+                // new one before tile t+1's product lands on it.
+                if (__any_sync(kFullMask, moved)) rescale_acc<C>(acc, alpha);
+            } else if (tile_active(t)) {
+                tile_pv<C>(acc, p, v_addr(t));
             }
         }
     }
@@ -352,18 +507,18 @@ __global__ void __launch_bounds__(kThreads)
 
     // Normalise by the full row sum (the 4 lanes of a quad hold its parts) and store.
 #pragma unroll
-    for (int mt = 0; mt < kMmaTiles; ++mt) {
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float total = row_sum[mt][h];
             total += __shfl_xor_sync(kFullMask, total, 1);
             total += __shfl_xor_sync(kFullMask, total, 2);
             const float inv = 1.0f / total;
-            const int row = warp_row0 + mt * 16 + quad_row + h * 8;
+            const int row = lane_row0 + mt * 16 + h * 8;
             if (row < seq) {
                 bf16* out = o + head + static_cast<size_t>(row) * D + quad_col * 2;
 #pragma unroll
-                for (int nd = 0; nd < kDimTiles; ++nd) {
+                for (int nd = 0; nd < D / 8; ++nd) {
                     *reinterpret_cast<__nv_bfloat162*>(out + nd * 8) = __floats2bfloat162_rn(
                         acc[mt][nd][2 * h] * inv, acc[mt][nd][2 * h + 1] * inv);
                 }
@@ -372,14 +527,18 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-template <int D, int BC>
+template <class C>
 void launch(const bf16* q, const bf16* k, const bf16* v, bf16* o, int bh, int seq, int causal) {
-    const auto kernel = flash_attention_bf16_kernel<D, BC>;
+    const auto kernel = flash_attention_bf16_kernel<C>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(Layout<D, BC>::kBytes));
-    const dim3 grid((seq + kBlockRows - 1) / kBlockRows, bh);
-    kernel<<<grid, kThreads, Layout<D, BC>::kBytes>>>(q, k, v, o, seq, causal);
+                         static_cast<int>(C::kSmemBytes));
+    const dim3 grid((seq + C::kBlockRows - 1) / C::kBlockRows, bh);
+    kernel<<<grid, C::kThreads, C::kSmemBytes>>>(q, k, v, o, seq, causal);
 }
+
+// dim 64: 64-key tiles, three stages. dim 128: 64-key tiles, two stages (two blocks per SM).
+using Config64 = Config<64, 64, 4, 2, false, false, 3, 2>;
+using Config128 = Config<128, 64, 4, 2, false, false, 2, 2>;
 
 }  // namespace
 
@@ -388,9 +547,9 @@ extern "C" void attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k,
                                int dim, int causal) {
     if (bh <= 0 || seq <= 0) return;
     if (dim == 64) {
-        launch<64, 64>(q, k, v, o, bh, seq, causal);
+        launch<Config64>(q, k, v, o, bh, seq, causal);
     } else if (dim == 128) {
-        launch<128, 32>(q, k, v, o, bh, seq, causal);
+        launch<Config128>(q, k, v, o, bh, seq, causal);
     } else {
         std::fprintf(stderr, "attention_bf16: dim must be 64 or 128, got %d\n", dim);
     }
