@@ -21,12 +21,10 @@ def grade(exercise: str, submission: str | Path | None = None, tasks: Iterable[s
     ``result.task("vector_add").points`` give the score.
     """
     from grader.pipeline import Options, grade as run
-    say = None
-    if progress:
-        def say(message: str) -> None:
-            print(f"\r… {message:<90}", end="", flush=True)
+    def say(message: str) -> None:
+        print(f"\r… {message:<90}", end="", flush=True)
     result = run(exercise, Options(submission=Path(submission) if submission else None, tasks=tuple(tasks),
-                                   profile=profile), progress=say)
+                                   profile=profile), progress=say if progress else None)
     if progress:
         print("\r" + " " * 94 + "\r", end="", flush=True)
     return result

@@ -55,6 +55,18 @@ class Toolchain:
             "PATH, or set CUDA_HOME to the toolkit's folder (the one holding bin/nvcc).")
 
 
+def find_cuda_tool(name: str) -> str | None:
+    """A CUDA toolkit program (ncu, compute-sanitizer, ...) on PATH or under CUDA_HOME."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for base in filter(None, (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda")):
+        candidate = Path(base) / "bin" / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
 def gencode(arch: str) -> list[str]:
     """nvcc target flags. Hopper and newer get the arch-specific target ("sm_90a")
     so that wgmma and setmaxnreg are available to those who want them."""

@@ -16,10 +16,9 @@ from typing import Any, Callable
 
 from grader import device as devmod
 from grader import state
-from grader.build import BuildResult, Toolchain, ToolchainError, compile_cuda, exported_symbols, DEFAULT_ARCH
+from grader.build import DEFAULT_ARCH, Toolchain, ToolchainError, compile_cuda, exported_symbols
 from grader.inspect_source import check as inspect_source
-from grader.result import (CaseResult, Device, GradeResult, Mismatch, Points, Profile, Roofline, TaskResult,
-                           Timing)
+from grader.result import CaseResult, Device, GradeResult, Mismatch, Points, Roofline, TaskResult, Timing
 from grader.spec import Exercise, SpecError, Task, find
 
 NO_GPU = "Correctness, timing and hardware counters need an NVIDIA GPU, and none was found on this machine"

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from grader.build import find_cuda_tool
 from grader.result import KernelProfile, Profile
 from grader.runner import worker_env
 from grader.spec import Exercise
@@ -45,14 +46,7 @@ PERMISSION_HELP = (
 
 
 def find_ncu() -> str | None:
-    found = shutil.which("ncu")
-    if found:
-        return found
-    for base in filter(None, (os.environ.get("CUDA_HOME"), "/usr/local/cuda")):
-        candidate = Path(base) / "bin" / "ncu"
-        if candidate.is_file():
-            return str(candidate)
-    return None
+    return find_cuda_tool("ncu")
 
 
 def import_ncu_report(ncu: str | None = None):

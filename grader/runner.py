@@ -17,7 +17,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from grader.spec import Exercise, repo_root

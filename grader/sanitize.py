@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from grader.build import find_cuda_tool
 
 TOOLS = ("memcheck", "racecheck")
 HEADER = re.compile(r"^========= (Invalid \S+ (read|write)|Error: Race|Race reported|Warning: Race|"
@@ -31,14 +32,7 @@ class Finding:
 
 
 def find_sanitizer() -> str | None:
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    for base in filter(None, (os.environ.get("CUDA_HOME"), "/usr/local/cuda")):
-        candidate = Path(base) / "bin" / "compute-sanitizer"
-        if candidate.is_file():
-            return str(candidate)
-    return None
+    return find_cuda_tool("compute-sanitizer")
 
 
 def wrapper(tool: str, log_file: Path) -> list[str]:

@@ -14,6 +14,7 @@ the float64 reference, the comparison).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 import importlib
 import threading
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grader import spec as specmod
+from grader.result import Mismatch
 
 GUARD_BYTES = 64 * 1024            # canary region on each side of every buffer
 CANARY = 0xA5
@@ -212,21 +214,6 @@ def _cuda_message(exc: Exception) -> str:
 
 # --------------------------------------------------------------------------- checking
 
-@dataclass
-class Mismatch:
-    output: str
-    index: list[int]
-    expected: float
-    got: float
-    bad: int
-    total: int
-    reason: str          # "wrong value" | "not written" | "not finite"
-    tolerance: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.__dict__.copy()
-
-
 class Checker:
     """Compares outputs with the float64 reference of one case."""
 
@@ -397,7 +384,7 @@ def run_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, nam
         if problem:
             entry["error"] = {"kind": problem[0], "message": problem[1]}
         if mismatch:
-            entry["mismatch"] = mismatch.to_dict()
+            entry["mismatch"] = dataclasses.asdict(mismatch)
         result["cases"].append(entry)
         del prep
         if not entry["passed"]:
@@ -408,6 +395,7 @@ def run_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, nam
 
     if job.get("timing", True) and not sanitize:
         result["timing"] = time_task(emit, job, exercise, task, learner, reference, seed, ceilings)
+        _free()     # the benchmark's buffers went with time_task's frame
         if result["timing"].get("error"):
             result["correct"] = False
     return result
@@ -517,7 +505,6 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
             if stable or time.perf_counter() - began > TIME_BUDGET_S:
                 break
             previous = current
-    del flush
     flops, nbytes = task.work(case)
     med = {name: statistics.median(v) for name, v in samples.items()}
     excess = statistics.median(host_excess)
@@ -535,8 +522,6 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
         "vendor_ratio": (med["vendor"] / med["learner"]) if "vendor" in med else None,
         "flops": flops, "bytes": nbytes,
     }
-    del prep
-    _free()
     return out
 
 
