@@ -8,6 +8,8 @@
     grade exercise 01 --sanitize           correctness under compute-sanitizer (memcheck, racecheck)
     grade list                             exercises, tasks and your last results
     grade hardware                         measure this GPU's real ceilings
+    grade course build DIR                 an nbgrader course directory from exercises/ and solutions/
+    grade course autograde DIR 01_foundations   autograde every submission of an assignment
 
 Exit status: 0 every task passed; 1 some task failed; 2 usage error;
 3 could not grade here (no GPU, no nvcc, broken installation).
@@ -27,6 +29,14 @@ from grader.result import ExitCode
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Grade CUDA exercises: compile, check, time against the naive baseline, profile.")
+
+
+def _register_course() -> None:
+    from grader.course_cli import course_app
+    app.add_typer(course_app, name="course", help="Build an nbgrader course from the exercises and autograde a class.")
+
+
+_register_course()
 
 
 @app.command("exercise")

@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Sequence
 
 import nbformat
 
-from grader.spec import Exercise, Task, discover, find, repo_root, solutions_dir
+from grader.spec import Exercise, discover, find, repo_root, solutions_dir
 
 SCHEMA_VERSION = 3                  # nbgrader's cell metadata format
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -232,14 +232,12 @@ def _check_cell(source: str, prompt: str, where: str) -> str:
             and call.func.id == "check"):
         raise CourseError(f"{where}: the cell tagged check:{prompt} must end with a call "
                           f'check("<exercise>", "{prompt}", answer)')
-    lines = source.splitlines()
-    before = "\n".join(lines[:last.lineno - 1]).rstrip()
-    segment = ast.get_source_segment(source, call)
-    checked_call = "checked" + segment[len("check"):]
-    parts = ["from grader.notebook import checked"] + ([before] if before else [])
-    parts.append(f"verdict = {checked_call}\n"
-                 'assert verdict.passed, "not yet right: the message above says what to look at"')
-    return "\n\n".join(parts[:1]) + "\n\n" + "\n".join(parts[1:])
+    before = "\n".join(source.splitlines()[:last.lineno - 1]).rstrip()
+    call_source = ast.get_source_segment(source, call)
+    body = (f"{before}\n" if before else "") + (
+        f"verdict = checked{call_source[len('check'):]}\n"
+        'assert verdict.passed, "not yet right: the message above says what to look at"')
+    return f"from grader.notebook import checked\n\n{body}"
 
 
 def _prompt_points(exercise: Exercise) -> dict[str, float]:
@@ -250,12 +248,17 @@ def _prompt_points(exercise: Exercise) -> dict[str, float]:
         return {}
 
 
+def _shown(path: Path) -> str:
+    """A path as the instructor knows it: relative to the checkout when inside it."""
+    return str(path.relative_to(repo_root())) if path.is_relative_to(repo_root()) else str(path)
+
+
 def source_notebook(exercise: Exercise, answers_file: Path | None) -> tuple[nbformat.NotebookNode, bool]:
     """The instructor's version of the exercise's notebook, and whether it had to be generated."""
     path = exercise.folder / exercise.notebook if exercise.notebook else None
     if path is None or not path.is_file():
         return _generated_notebook(exercise), True
-    where = str(path.relative_to(repo_root()) if path.is_relative_to(repo_root()) else path)
+    where = _shown(path)
     nb = nbformat.read(path, as_version=4)
     points = _prompt_points(exercise)
     answers = answers_file.read_text() if answers_file and answers_file.is_file() else None
@@ -275,9 +278,7 @@ def source_notebook(exercise: Exercise, answers_file: Path | None) -> tuple[nbfo
             if answers is None:
                 raise CourseError(f"{where} has answer cells, but {answers_file} does not exist: the "
                                   "hidden answers live there")
-            hidden = hidden_answers(answers, defined_names(cell.source),
-                                    str(answers_file.relative_to(repo_root())
-                                        if answers_file.is_relative_to(repo_root()) else answers_file))
+            hidden = hidden_answers(answers, defined_names(cell.source), _shown(answers_file))
             cell.source = f"{cell.source.rstrip()}\n{BEGIN}\n{hidden}\n{END}"
             cell.metadata["nbgrader"] = _meta(f"answer_{answer}", solution=True, locked=False)
         elif check and cell.cell_type == "code":
@@ -298,9 +299,9 @@ def source_notebook(exercise: Exercise, answers_file: Path | None) -> tuple[nbfo
 
 def _generated_notebook(exercise: Exercise) -> nbformat.NotebookNode:
     task_lines = "\n".join(
-        f"* [{t.source}]({t.source}): `{t.prototype()}`; the naive version is "
-        f"[{t.baseline}]({t.baseline}). Correct: {_plural(t.points.correct)}; at least "
-        f"{t.min_speedup:g}x the naive baseline: {_plural(t.points.speed)}."
+        f"* [{t.source}]({t.source}), `{t.prototype().rstrip(';')}`: {_plural(t.points.correct)} when "
+        f"correct, {t.points.speed:g} more when also at least {t.min_speedup:g}x as fast as the naive "
+        f"[{t.baseline}]({t.baseline})."
         for t in exercise.tasks)
     intro = (f"# Exercise {exercise.id} · {exercise.title}\n\n"
              "Each task is one `extern \"C\"` function in its own `.cu` file: open it in the editor, read "

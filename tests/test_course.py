@@ -350,6 +350,8 @@ def test_feedback_reveals_nothing_the_release_did_not_show(built):
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("locked"):
                 assert cell.source == released[_grade_id(cell)], (student, _grade_id(cell))
+    # The cases, tolerances and references stay with the grader, not in the students' folders.
+    assert not [p for p in (built.root / "release").rglob("*") if p.name in ("exercise.toml", "reference.py")]
     sources = [c.source for c in built.notebook("release").cells if c.cell_type == "code"]
     for source in sources:
         assert "HIDDEN" not in source and "seed" not in source.lower() and "solutions" not in source

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from grader.derivations import foundations
+from grader.derivations import foundations, sequence_models
 from grader.derivations.core import (CheckResult, Prompt, PromptInfo, ReferenceGpu, reference_gpu,
                                      run_prompt)
 
 # Exercise id -> its prompts, in the order the notebook asks them.
 EXERCISES: dict[str, tuple[Prompt, ...]] = {
     foundations.EXERCISE: foundations.PROMPTS,
+    sequence_models.EXERCISE: sequence_models.PROMPTS,
 }
 
 

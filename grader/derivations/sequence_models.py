@@ -1,0 +1,980 @@
+"""Checkers of exercise 04 (Sequence models): softmax calculus and numerics, the online softmax,
+and what fusing attention saves.
+
+Each checker compares the learner's answer with the truth and, when they differ, replays the
+mistakes people make (a Jacobian without its diagonal term, an exponent that overflows, a running
+sum that is not rescaled when the maximum grows, a score matrix counted once) to name the one that
+explains the difference. The truth comes from torch autograd and float64 NumPy for the calculus
+and from the exercise's own FLOP and byte definitions for the costs.
+"""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from grader.derivations.core import Prompt, Verdict, as_number, close, fmt
+
+EXERCISE = "04"
+
+OK, NO = "\u2714", "\u2718"
+
+# Hand derivations agree with float64 autograd to rounding.
+RTOL_CALCULUS, ATOL_CALCULUS = 1e-9, 1e-12
+# A correct float32 softmax is off by a few 1e-7 relative, up to a few 1e-6 when logits spread
+# over tens of units (rounding z - max costs half an ulp of the difference). Half precision is
+# off by 1e-3. Outputs below float32's smallest normal number (~1.2e-38) cannot be relative-exact.
+RTOL_FLOAT32, ATOL_FLOAT32 = 1e-5, 1e-35
+# The running max is a max: exact. The running sum may be added in another order.
+RTOL_ONLINE, ATOL_ONLINE = 1e-9, 1e-12
+# Derived costs: room for rounding by hand, and for seq^2 / 2 versus seq (seq + 1) / 2.
+RTOL_COSTS = 0.02
+
+PLAIN = "Use float64 NumPy (or math) for these recurrences; the checker does."
+
+
+# ================================================================== calling the learner
+
+@dataclass(frozen=True)
+class Called:
+    """What a learner's function gave back, or the message about why it gave nothing usable."""
+
+    value: Any
+    problem: str | None
+
+
+def _call(name: str, fn: Any, args: tuple, where: str) -> Called:
+    if not callable(fn):
+        return Called(None, f"{name}: expected your function {name}, got {type(fn).__name__} "
+                            "(pass the function itself, without calling it).")
+    try:
+        value = fn(*args)
+    except NotImplementedError:
+        return Called(None, f"{name}: not written yet (it raises NotImplementedError).")
+    except OverflowError as err:
+        return Called(None, f"{name} raised OverflowError: {err}\n  when called with {where}.\n"
+                            "  Hint: exp() of a large positive number overflows; measured from the "
+                            "right maximum, every exponent is <= 0.")
+    except Exception as err:
+        return Called(None, f"{name} raised {type(err).__name__}: {err}\n  when called with {where}.")
+    if value is None:
+        return Called(None, f"{name} returned None for {where}: did you forget `return`?")
+    return Called(value, None)
+
+
+def _as_float_array(name: str, raw: Any) -> tuple[np.ndarray | None, str | None]:
+    try:
+        return np.asarray(raw, dtype=np.float64), None
+    except (TypeError, ValueError) as err:
+        return None, f"{name} returned {type(raw).__name__}, which is not an array of numbers ({err})."
+
+
+def _worst(got: np.ndarray, expected: np.ndarray) -> str:
+    error = np.abs(got - expected)
+    worst = np.unravel_index(int(np.argmax(error)), error.shape)
+    index = ", ".join(str(int(i)) for i in worst)
+    return f"worst entry [{index}]: expected {expected[worst]:.6g}, got {got[worst]:.6g}"
+
+
+def _missing_functions(answer: Any, names: Sequence[str]) -> Verdict | None:
+    if not isinstance(answer, Mapping):
+        return Verdict(False, "Pass a dict of your functions, like the template: "
+                              + "{" + ", ".join(f'"{n}": {n}' for n in names) + "}.")
+    missing = [n for n in names if n not in answer]
+    if missing:
+        return Verdict(False, f"The answer dict lacks {', '.join(repr(n) for n in missing)}; "
+                              "it needs one entry per function of the prompt.")
+    return None
+
+
+def _verdict(lines_by_name: list[tuple[str, str | None, str]]) -> Verdict:
+    """One line per function: (name, problem or None, what passing means)."""
+    lines = [f"{NO} {problem}" if problem else f"{OK} {name}: {good}"
+             for name, problem, good in lines_by_name]
+    return Verdict(all(problem is None for _, problem, _ in lines_by_name), "\n".join(lines))
+
+
+# ================================================================== 1 · the softmax Jacobian
+
+def softmax64(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - np.max(z))
+    return e / e.sum()
+
+
+@dataclass(frozen=True)
+class JacobianCase:
+    """A logit vector z and an upstream gradient g = dL/dy for y = softmax(z)."""
+
+    z: np.ndarray
+    g: np.ndarray
+
+    def describe(self) -> str:
+        return f"z of shape ({self.z.size},)"
+
+
+JACOBIAN_SIZES = (1, 2, 3, 5, 8, 13)
+
+
+def jacobian_cases(seed: int = 404) -> list[JacobianCase]:
+    """Random logits of several lengths, plus one where a single logit dominates (y nearly one-hot)."""
+    rng = np.random.default_rng(seed)
+    cases = [JacobianCase(rng.normal(0.0, 2.0, n), rng.standard_normal(n)) for n in JACOBIAN_SIZES]
+    cases.append(JacobianCase(np.array([9.0, 0.5, -1.0, 0.0]), rng.standard_normal(4)))
+    return cases
+
+
+def jacobian_truth(case: JacobianCase) -> dict[str, np.ndarray]:
+    """J[i, j] = dy_i / dz_j and J^T g, from torch autograd in float64."""
+    z = torch.tensor(case.z, dtype=torch.float64)
+    g = torch.tensor(case.g, dtype=torch.float64)
+    f = lambda t: torch.softmax(t, dim=0)  # noqa: E731
+    jac = torch.autograd.functional.jacobian(f, z)
+    _, vjp = torch.autograd.functional.vjp(f, z, g)
+    return {"softmax_jacobian": jac.numpy(), "softmax_vjp": vjp.numpy()}
+
+
+@dataclass(frozen=True)
+class Slip:
+    """A known mistake: what it computes from y = softmax(z), e = exp(z) and g, and what to say."""
+
+    compute: Callable[..., np.ndarray]
+    hint: str
+
+
+DIAGONAL_HINT = ("y_i depends on z_i twice: through its own numerator exp(z_i) and through the "
+                 "denominator. The numerator gives a term only when i == j (a Kronecker delta).")
+DENOMINATOR_HINT = ("Every y_i depends on every z_j through the denominator sum_k exp(z_k): raising "
+                    "one logit lowers all the other probabilities.")
+
+JACOBIAN_SLIPS = (
+    Slip(lambda y, e: -np.outer(y, y),
+         "The diagonal term is missing. " + DIAGONAL_HINT),
+    Slip(lambda y, e: np.diag(y),
+         "Only the numerator's part is there. " + DENOMINATOR_HINT),
+    Slip(lambda y, e: np.diag(y * (1 - y)),
+         "The diagonal is right, but the off-diagonal entries are not zero. " + DENOMINATOR_HINT),
+    Slip(lambda y, e: np.outer(y, y) - np.diag(y),
+         "Every sign is flipped: dy_i/dz_i must be positive (raising a logit raises its own "
+         "probability)."),
+    Slip(lambda y, e: np.diag(e) - np.outer(e, e),
+         "You used exp(z) where y = softmax(z) belongs: differentiate the quotient, then write the "
+         "result in terms of y."),
+)
+
+VJP_SLIPS = (
+    Slip(lambda y, e, g: y * g,
+         "The denominator's term is missing: J^T g = y * g - y * (something). " + DENOMINATOR_HINT),
+    Slip(lambda y, e, g: y * (g - g.sum()),
+         "The inner product must be weighted by the probabilities: sum_j g_j y_j, not sum_j g_j."),
+    Slip(lambda y, e, g: g - g @ y,
+         "Close: every entry of J^T g still carries a factor y_i (both terms of J do)."),
+    Slip(lambda y, e, g: -y * (g @ y),
+         "The diagonal term is missing. " + DIAGONAL_HINT),
+    Slip(lambda y, e, g: y * (g - g @ e),
+         "You used exp(z) where y = softmax(z) belongs in the inner product."),
+)
+
+JACOBIAN_SHAPES = {
+    "softmax_jacobian": "one row per output y_i and one column per logit z_j: (n, n)",
+    "softmax_vjp": "the shape of z: (n,)",
+}
+
+# A vector-Jacobian product at this size needs a few vectors of 16 KiB; the Jacobian alone 32 MiB.
+VJP_MEMORY_N = 2048
+VJP_MEMORY_LIMIT_BYTES = 1 << 20
+
+
+def _slip_hint(slips: Sequence[Slip], args: tuple, got: np.ndarray) -> str | None:
+    for slip in slips:
+        candidate = slip.compute(*args)
+        if candidate.shape == got.shape and np.allclose(got, candidate, rtol=RTOL_CALCULUS,
+                                                        atol=ATOL_CALCULUS):
+            return slip.hint
+    return None
+
+
+def _check_calculus_function(name: str, fn: Any, cases: list[JacobianCase],
+                             truths: list[dict[str, np.ndarray]]) -> str | None:
+    with_g = name == "softmax_vjp"
+    for case, truth in zip(cases, truths):
+        expected = truth[name]
+        args = (case.z.copy(), case.g.copy()) if with_g else (case.z.copy(),)
+        called = _call(name, fn, args, case.describe() + (" and g of the same shape" if with_g else ""))
+        if called.problem:
+            return called.problem
+        got, problem = _as_float_array(name, called.value)
+        if problem:
+            return problem
+        if got.shape != expected.shape:
+            return (f"{name}: for {case.describe()} the result must have {JACOBIAN_SHAPES[name]} "
+                    f"= {expected.shape}; yours has shape {got.shape}.")
+        if not np.all(np.isfinite(got)):
+            return f"{name} returned NaN or infinity for {case.describe()}."
+        if not np.allclose(got, expected, rtol=RTOL_CALCULUS, atol=ATOL_CALCULUS):
+            y, e = softmax64(case.z), np.exp(case.z)
+            hint = (_slip_hint(VJP_SLIPS, (y, e, case.g), got) if with_g
+                    else _slip_hint(JACOBIAN_SLIPS, (y, e), got))
+            hint = hint or ("Differentiate y_i = exp(z_i) / sum_k exp(z_k) with the quotient rule, "
+                            "separately for i == j and i != j, then write both cases with y.")
+            return (f"{name}: wrong values for {case.describe()}.\n  {_worst(got, expected)}\n"
+                    f"  Hint: {hint}")
+    return None
+
+
+def _vjp_peak_bytes(fn: Callable, seed: int = 7) -> int:
+    """The most memory fn holds at once beyond its inputs, as NumPy reports it to tracemalloc."""
+    rng = np.random.default_rng(seed)
+    z, g = rng.standard_normal(VJP_MEMORY_N), rng.standard_normal(VJP_MEMORY_N)
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before, _ = tracemalloc.get_traced_memory()
+        fn(z, g)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return max(0, peak - before)
+
+
+def check_softmax_jacobian(answer: Any) -> Verdict:
+    names = ("softmax_jacobian", "softmax_vjp")
+    refused = _missing_functions(answer, names)
+    if refused:
+        return refused
+    cases = jacobian_cases()
+    truths = [jacobian_truth(c) for c in cases]
+    results = []
+    for name in names:
+        problem = _check_calculus_function(name, answer[name], cases, truths)
+        if problem is None and name == "softmax_vjp":
+            peak = _vjp_peak_bytes(answer[name])
+            if peak > VJP_MEMORY_LIMIT_BYTES:
+                problem = (f"softmax_vjp: the values are right, but at n = {VJP_MEMORY_N:,} it held "
+                           f"{peak / 2**20:.1f} MiB at once, as if it built the n x n Jacobian "
+                           f"({VJP_MEMORY_N**2 * 8 / 2**20:.0f} MiB of float64). Work with vectors "
+                           "only: a few arrays of n numbers (well under "
+                           f"{VJP_MEMORY_LIMIT_BYTES / 2**20:.0f} MiB).\n"
+                           "  Hint: multiply out J^T g with J written in terms of y; the matrix "
+                           "disappears into one inner product.")
+        results.append((name, problem, f"matches torch autograd on all {len(cases)} random cases"
+                        + (", without forming J." if name == "softmax_vjp" else ".")))
+    return _verdict(results)
+
+
+# ================================================================== 2a · float limits
+
+@dataclass(frozen=True)
+class Number:
+    """A number the learner derives, how close it must be, and the mistakes worth naming."""
+
+    key: str
+    label: str
+    truth: float
+    atol: float
+    diagnose: Callable[[float], str | None]
+    hint: str
+
+    def rule(self) -> str:
+        return "must be exact" if self.atol == 0 else f"must be within {self.atol:g}"
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT64_MAX = float(np.finfo(np.float64).max)
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+EXP_LIMIT_FLOAT32 = math.log(FLOAT32_MAX)
+EXP_LIMIT_FLOAT64 = math.log(FLOAT64_MAX)
+ROW_LENGTH = 8192  # the benchmark's cols in exercise.toml
+
+
+def _near(got: float, value: float, tol: float = 0.01) -> bool:
+    return abs(got - value) <= tol * max(1.0, abs(value))
+
+
+def _diag_exp_limit(bits: int) -> Callable[[float], str | None]:
+    own = {32: (EXP_LIMIT_FLOAT32, FLOAT32_MAX), 64: (EXP_LIMIT_FLOAT64, FLOAT64_MAX)}
+    other = 64 if bits == 32 else 32
+
+    def diagnose(got: float) -> str | None:
+        limit, largest = own[bits]
+        if _near(got, own[other][0], 1e-3):
+            return f"That is the limit of float{other}; this one is for float{bits}."
+        if _near(got, math.log(FLOAT16_MAX), 1e-3):
+            return f"That is the limit of float16; this one is for float{bits}."
+        if _near(got, largest, 1e-3):
+            return ("That is the largest float itself; the question asks for the x whose exp(x) "
+                    "reaches it.")
+        if _near(got, math.log2(largest), 0.01) or _near(got, math.log2(largest) - 1, 0.01):
+            return ("That is an exponent of 2, and exp is a power of e: convert with a natural "
+                    "logarithm.")
+        if abs(got - limit) < 1:
+            return "Close: it must be within 0.01; compute it instead of reading it off a table."
+        return None
+    return diagnose
+
+
+def _diag_shift(got: float) -> str | None:
+    return ("In exact arithmetic the shift cancels completely: exp(z_i + c) = exp(c) exp(z_i), and "
+            "the same factor exp(c) multiplies the denominator. Only rounding can tell the two apart.")
+
+
+def _diag_denominator_min(got: float) -> str | None:
+    if got == 0:
+        return ("Not 0: that is the point of the shift. Which term of the sum is the same for "
+                "every row?")
+    if got < 1:
+        return "Look for one term of the sum whose value you know exactly for every row."
+    return None
+
+
+def _diag_denominator_max(got: float) -> str | None:
+    if got == ROW_LENGTH - 1:
+        return "Off by one: count every term of the row, the maximum's own term included."
+    if got == 1:
+        return "That is the smallest it can be; when is it largest?"
+    if got > ROW_LENGTH:
+        return "After the shift no exponent is positive: how large can one term be?"
+    return None
+
+
+SOFTMAX_NUMBERS = (
+    Number("exp_overflow_float32", "the largest x with a finite float32 exp(x)", EXP_LIMIT_FLOAT32,
+           0.01, _diag_exp_limit(32),
+           "exp(x) is finite while it does not exceed the largest finite float32; "
+           "np.finfo(np.float32) knows that value."),
+    Number("exp_overflow_float64", "the largest x with a finite float64 exp(x)", EXP_LIMIT_FLOAT64,
+           0.01, _diag_exp_limit(64),
+           "exp(x) is finite while it does not exceed the largest finite float64."),
+    Number("shift_difference", "max_i |softmax(z + c)_i - softmax(z)_i| in exact arithmetic", 0.0,
+           0.0, _diag_shift, "Write softmax(z + c)_i out and simplify."),
+    Number("denominator_min", "the smallest possible sum_j exp(z_j - max(z))", 1.0, 1e-9,
+           _diag_denominator_min,
+           "One term of the sum is known exactly whatever the row holds; the others are >= 0."),
+    Number("denominator_max", f"the largest possible sum_j exp(z_j - max(z)) over {ROW_LENGTH:,} "
+           "entries", float(ROW_LENGTH), 1e-9, _diag_denominator_max,
+           "After the shift every exponent is <= 0: bound each term, then the sum."),
+)
+
+
+def _judge(raw: Any, number: Number) -> tuple[bool, str | None, float | None]:
+    """(right, a problem with the value's form, the value as a float)."""
+    if raw is None:
+        return False, "not answered yet (still None)", None
+    got = as_number(raw)
+    if got is None:
+        return False, f"{raw!r} is not a finite number", None
+    return abs(got - number.truth) <= number.atol, None, got
+
+
+def check_softmax_numbers(answer: Any) -> Verdict:
+    keys = [n.key for n in SOFTMAX_NUMBERS]
+    if not isinstance(answer, Mapping):
+        return Verdict(False, "Pass the dict `softmax_numbers` from the answer cell, with the keys "
+                              f"{', '.join(keys)}.")
+    lines, passed = [], True
+    for number in SOFTMAX_NUMBERS:
+        if number.key not in answer:
+            passed = False
+            lines.append(f"{NO} {number.key}: missing from your dict.")
+            continue
+        right, problem, got = _judge(answer[number.key], number)
+        if right:
+            lines.append(f"{OK} {number.key}: {number.label}")
+            continue
+        passed = False
+        if problem:
+            lines.append(f"{NO} {number.key} ({number.label}): {problem}.")
+            continue
+        hint = number.diagnose(got) or number.hint
+        lines.append(f"{NO} {number.key} ({number.label}): {fmt(got)} is not right; it "
+                     f"{number.rule()}.\n  Hint: {hint}")
+    return Verdict(passed, "\n".join(lines))
+
+
+# ================================================================== 2b · a softmax that survives float32
+
+@dataclass(frozen=True)
+class SoftmaxCase:
+    """A float32 logit vector and what makes it interesting."""
+
+    label: str
+    z: np.ndarray
+    large: bool
+
+    def describe(self) -> str:
+        return f"{self.label} (n = {self.z.size:,})"
+
+
+def stable_softmax_cases(seed: int = 2048) -> list[SoftmaxCase]:
+    rng = np.random.default_rng(seed)
+
+    def f32(values) -> np.ndarray:
+        return np.asarray(values, dtype=np.float32)
+
+    normal = [SoftmaxCase(f"{n:,} standard normal logits", f32(rng.standard_normal(n)), False)
+              for n in (1, 2, 7, 100, 4097)]
+    normal.append(SoftmaxCase("300 logits of standard deviation 5", f32(rng.normal(0, 5, 300)),
+                              False))
+    large = [
+        SoftmaxCase("a single logit of 10,000", f32([1e4]), True),
+        SoftmaxCase("64 logits around 100", f32(100 + rng.standard_normal(64)), True),
+        SoftmaxCase("1,000 logits spread over [-10,000, 10,000]", f32(rng.uniform(-1e4, 1e4, 1000)),
+                    True),
+        SoftmaxCase("8 logits all equal to 10,000", f32(np.full(8, 1e4)), True),
+        SoftmaxCase("5 logits all equal to -10,000", f32(np.full(5, -1e4)), True),
+        SoftmaxCase("one logit of 10,000 among 99 zeros", f32([1e4] + [0.0] * 99), True),
+        SoftmaxCase("50 logits between -10,000 and -9,000", f32(rng.uniform(-1e4, -9e3, 50)), True),
+    ]
+    return normal + large
+
+
+def _why_not_finite(z: np.ndarray) -> str:
+    if np.max(z) > EXP_LIMIT_FLOAT32:
+        return (f"exp({fmt(float(np.max(z)))}) is infinite in float32, and inf / inf is NaN. "
+                "Shifting the logits so that the largest exponent is 0 keeps every exp(.) in "
+                "(0, 1]; section 2a showed that the shift changes nothing else.")
+    return ("every exp(z_i) of these logits rounds to 0 in float32, and 0 / 0 is NaN. Shifting "
+            "the logits so that the largest exponent is 0 makes at least one term exactly 1; "
+            "section 2a showed that the shift changes nothing else.")
+
+
+def _check_stable_softmax(fn: Any) -> str | None:
+    name = "stable_softmax"
+    for case in stable_softmax_cases():
+        called = _call(name, fn, (case.z.copy(),), f"{case.describe()}, a float32 array")
+        if called.problem:
+            return called.problem
+        raw = called.value
+        if isinstance(raw, torch.Tensor):
+            raw = raw.detach().cpu().numpy()
+        try:
+            got = np.asarray(raw)
+        except (TypeError, ValueError) as err:
+            return f"{name} returned {type(raw).__name__}, which is not an array ({err})."
+        expected = softmax64(case.z.astype(np.float64))
+        if got.shape != expected.shape:
+            return (f"{name}: for {case.describe()} the result must have the shape of z, "
+                    f"{expected.shape}; yours has shape {got.shape}.")
+        if got.dtype != np.float32:
+            return (f"{name} returned {got.dtype} for {case.describe()}; compute in float32 "
+                    "(the precision of the kernel you are about to write) and return float32. "
+                    "np.exp of a float32 array stays float32; Python floats and np.float64 "
+                    "constants turn it into float64.")
+        got64 = got.astype(np.float64)
+        if not np.all(np.isfinite(got64)):
+            where = "large logits" if case.large else "ordinary logits"
+            return (f"{name} returned NaN or infinity for {case.describe()}.\n"
+                    f"  Hint ({where}): {_why_not_finite(case.z)}")
+        if not np.allclose(got64, expected, rtol=RTOL_FLOAT32, atol=ATOL_FLOAT32):
+            total = float(got64.sum())
+            if not abs(total - 1) < 1e-4:
+                hint = f"Probabilities sum to 1; yours sum to {total:.6g}."
+            elif np.allclose(got64, expected, rtol=3e-3):
+                hint = ("Right up to about 1e-3: that is half precision. Compute in float32 "
+                        f"(within {RTOL_FLOAT32:g} relative of float64 is what float32 gives).")
+            else:
+                hint = "y_i = exp(z_i - m) / sum_j exp(z_j - m) with m = max(z)."
+            return (f"{name}: wrong values for {case.describe()}.\n  {_worst(got64, expected)}\n"
+                    f"  Hint: {hint}")
+    return None
+
+
+def check_stable_softmax(answer: Any) -> Verdict:
+    refused = _missing_functions(answer, ("stable_softmax",))
+    if refused:
+        return refused
+    cases = stable_softmax_cases()
+    good = (f"finite and within {RTOL_FLOAT32:g} of float64 on all {len(cases)} cases, "
+            f"{sum(c.large for c in cases)} of them with logits far beyond exp's range.")
+    return _verdict([("stable_softmax", _check_stable_softmax(answer["stable_softmax"]), good)])
+
+
+# ================================================================== 3 · the online softmax
+
+@dataclass(frozen=True)
+class Stream:
+    """Scores arriving one at a time (or a block at a time), optionally with a value row each."""
+
+    label: str
+    xs: np.ndarray
+    blocks: tuple[int, ...]           # how the block functions see it: the sizes, in order
+    values: np.ndarray | None = None  # (len(xs), d) for the attention variant
+
+    def describe(self) -> str:
+        return self.label
+
+    def split(self) -> list[slice]:
+        starts = np.cumsum((0,) + self.blocks[:-1])
+        return [slice(int(s), int(s) + b) for s, b in zip(starts, self.blocks)]
+
+
+def _random_blocks(rng: np.random.Generator, n: int, largest: int) -> tuple[int, ...]:
+    sizes = []
+    while sum(sizes) < n:
+        sizes.append(int(min(rng.integers(1, largest + 1), n - sum(sizes))))
+    return tuple(sizes)
+
+
+def online_streams(seed: int = 1024) -> list[Stream]:
+    """Short and long streams, small and huge scores, maxima that come first, last and anywhere."""
+    rng = np.random.default_rng(seed)
+    raw = [
+        ("a stream of one score", np.array([2.5])),
+        ("2 scores, the larger one last", np.array([-1.0, 3.0])),
+        ("10 random scores", rng.normal(0, 3, 10)),
+        ("257 random scores", rng.standard_normal(257)),
+        ("500 scores in increasing order (the maximum keeps arriving late)",
+         np.sort(rng.uniform(-50, 50, 500))),
+        ("100 scores in decreasing order (the maximum first)", np.sort(rng.normal(0, 4, 100))[::-1]),
+        ("300 scores between -3,000 and 3,000", rng.uniform(-3e3, 3e3, 300)),
+        ("200 scores between -5,000 and -4,000", rng.uniform(-5e3, -4e3, 200)),
+        ("64 scores rising to 2,000 (the maximum last)", np.linspace(-40, 2e3, 64)),
+    ]
+    streams = []
+    for i, (label, xs) in enumerate(raw):
+        blocks = (len(xs),) if i == 3 else _random_blocks(rng, len(xs), 37)
+        streams.append(Stream(label, xs, blocks))
+    return streams
+
+
+def attention_streams(seed: int = 4096) -> list[Stream]:
+    rng = np.random.default_rng(seed)
+    raw = [
+        ("a row with one key, d = 4", np.array([0.3]), 4),
+        ("a row of 5 keys, d = 8", rng.standard_normal(5), 8),
+        ("a row of 64 keys, d = 16", rng.normal(0, 3, 64), 16),
+        ("a row of 300 keys with scores up to +-500, d = 8", rng.uniform(-500, 500, 300), 8),
+        ("a row of 200 keys whose scores increase (the maximum arrives last), d = 4",
+         np.sort(rng.uniform(-100, 900, 200)), 4),
+        ("a row of 129 keys whose largest score comes first, d = 8",
+         np.concatenate(([50.0], rng.normal(0, 5, 128))), 8),
+    ]
+    streams = []
+    for i, (label, s, d) in enumerate(raw):
+        blocks = (len(s),) if i == 2 else _random_blocks(rng, len(s), 40)
+        streams.append(Stream(label, s, blocks, rng.standard_normal((len(s), d))))
+    return streams
+
+
+def two_pass(xs: np.ndarray) -> tuple[float, float]:
+    """What the streaming recurrence must agree with: the max first, then the shifted sum."""
+    m = float(np.max(xs))
+    return m, float(np.sum(np.exp(xs - m)))
+
+
+# Each slip model replays a recurrence with one mistake, block by block (blocks of one value for
+# online_update). Errors of IEEE arithmetic are expected: inf and NaN are part of what they show.
+
+def _online_model(blocks: list[np.ndarray], slip: str) -> tuple[float, float]:
+    m, l = -math.inf, 0.0
+    with np.errstate(all="ignore"):
+        for xs in blocks:
+            m_new = max(m, float(np.max(xs)))
+            if slip == "no rescale":
+                l = l + float(np.sum(np.exp(xs - m_new)))
+            elif slip == "inverted rescale":
+                l = l * math.exp(min(m_new - m, 700.0)) + float(np.sum(np.exp(xs - m_new)))
+            elif slip == "block's own max":
+                l = l * math.exp(m - m_new) + float(np.sum(np.exp(xs - np.max(xs))))
+            elif slip == "no max":
+                l = l + float(np.sum(np.exp(xs)))
+            m = m_new
+    return m, l
+
+
+ONLINE_SLIPS = {
+    "no rescale": ("l is not rescaled when m grows. The terms already in l were measured from the "
+                   "old maximum, exp(x - m_old); once the maximum is m_new, each of them must become "
+                   "exp(x - m_new), and one factor does that for the whole sum."),
+    "inverted rescale": ("The rescaling factor is upside down: going from exp(x - m_old) to "
+                         "exp(x - m_new) with m_new >= m_old multiplies by a factor <= 1."),
+    "block's own max": ("The block's terms are measured from the block's own maximum; l holds terms "
+                        "measured from the running maximum, so measure the new ones from m_new too."),
+    "no max": ("l holds sum exp(x) without the shift, which overflows; keep l = sum exp(x - m) with "
+               "m the running maximum."),
+}
+
+
+def _read_online_state(name: str, raw: Any) -> tuple[tuple[float, float] | None, str | None]:
+    try:
+        m, l = raw
+        return (float(m), float(l)), None
+    except (TypeError, ValueError) as err:
+        return None, (f"{name} must return the new state as a pair (m, l); it returned "
+                      f"{type(raw).__name__} ({err}).")
+
+
+def _diagnose_online(stream: Stream, blocks: list[np.ndarray], got: tuple[float, float]) -> str:
+    m_true, _ = two_pass(stream.xs)
+    m, l = got
+    if m != m_true and not close(m, m_true, 1e-12):
+        return (f"m is {fmt(m)}, but the largest score of the stream is {fmt(m_true)}: m must be the "
+                "running maximum of everything seen so far.")
+    if not math.isfinite(l):
+        return ("l became infinite or NaN: some exp() got a large positive argument. Every term "
+                "should be exp(x - m) with m >= x, so it lies in (0, 1].")
+    for slip, hint in ONLINE_SLIPS.items():
+        sm, sl = _online_model(blocks, slip)
+        if math.isfinite(sl) and close(l, sl, RTOL_ONLINE) and sm == m:
+            return hint
+    return ("With m_new = max(m, x): l_new = l * exp(m - m_new) + exp(x - m_new) for one score; "
+            "a block adds sum_j exp(x_j - m_new) after the same rescaling.")
+
+
+def _check_online_function(name: str, fn: Any, streams: list[Stream], block: bool) -> str | None:
+    for stream in streams:
+        pieces = [stream.xs[s].copy() for s in stream.split()] if block else \
+            [stream.xs[i:i + 1] for i in range(stream.xs.size)]
+        state: Any = (-math.inf, 0.0)
+        for piece in pieces:
+            arg = piece.copy() if block else float(piece[0])
+            what = (f"a block of {piece.size} scores" if block else f"the score {fmt(arg)}")
+            called = _call(name, fn, (state, arg), f"state = {state!r} and {what}, in {stream.label}")
+            if called.problem:
+                return called.problem
+            state = called.value
+        got, problem = _read_online_state(name, state)
+        if problem:
+            return problem
+        expected = two_pass(stream.xs)
+        if got[0] == expected[0] and close(got[1], expected[1], RTOL_ONLINE):
+            continue
+        fed = (f"fed in {len(pieces)} blocks of {min(map(len, pieces))} to {max(map(len, pieces))} "
+               "scores" if block else "fed one score at a time")
+        return (f"{name}: wrong final state for {stream.describe()}, {fed}.\n"
+                f"  expected (m, l) = ({expected[0]:.10g}, {expected[1]:.10g}), "
+                f"got ({got[0]:.10g}, {got[1]:.10g})\n"
+                f"  Hint: {_diagnose_online(stream, [p.reshape(-1) for p in pieces], got)}")
+    return None
+
+
+def _flash_model(stream: Stream, rescale_l: bool = True,
+                 rescale_acc: bool = True) -> tuple[float, float, np.ndarray]:
+    """The state (m, l, acc) after the whole row, with or without the rescaling of l and acc."""
+    d = stream.values.shape[1]
+    m, l, acc = -math.inf, 0.0, np.zeros(d)
+    with np.errstate(all="ignore"):
+        for part in stream.split():
+            s, v = stream.xs[part], stream.values[part]
+            m_new = max(m, float(np.max(s)))
+            alpha = math.exp(m - m_new)
+            p = np.exp(s - m_new)
+            l = (alpha * l if rescale_l else l) + float(p.sum())
+            acc = (alpha * acc if rescale_acc else acc) + p @ v
+            m = m_new
+    return m, l, acc
+
+
+FLASH_SLIPS = (
+    (False, True, "l is not rescaled when m grows (acc is). Both hold sums weighted by "
+                  "exp(s - m): they need the same factor."),
+    (True, False, "acc is not rescaled when m grows. acc = sum_j exp(s_j - m) v_j holds the same "
+                  "weights as l, so when m changes it needs the same factor exp(m_old - m_new)."),
+    (False, False, "Neither l nor acc is rescaled when m grows: both hold weights exp(s - m_old) "
+                   "that must become exp(s - m_new)."),
+)
+FLASH_RECIPE = ("Per block: m_new = max(m, max(s)), alpha = exp(m - m_new), p = exp(s - m_new), "
+                "l = alpha * l + sum(p), acc = alpha * acc + p @ v.")
+
+
+def _read_flash_state(raw: Any, d: int) -> tuple[tuple[float, float, np.ndarray] | None, str | None]:
+    try:
+        m, l, acc = raw
+        acc = np.asarray(acc, dtype=np.float64)
+        state = float(m), float(l), acc
+    except (TypeError, ValueError) as err:
+        return None, ("flash_update must return the new state as a triple (m, l, acc); it "
+                      f"returned {type(raw).__name__} ({err}).")
+    if acc.shape != (d,):
+        return None, (f"flash_update: acc must be a vector of the row's d = {d} numbers; yours "
+                      f"has shape {acc.shape}.")
+    return state, None
+
+
+def _diagnose_flash_update(stream: Stream, got: tuple[float, float, np.ndarray]) -> str:
+    m_true, l_true, acc_true = _flash_model(stream)
+    m, l, acc = got
+    if m != m_true and not close(m, m_true, 1e-12):
+        return (f"m is {fmt(m)}, but the largest score of the row is {fmt(m_true)}: m must be the "
+                "running maximum of everything seen so far.")
+    if not (math.isfinite(l) and np.all(np.isfinite(acc))):
+        return ("NaN or infinity: some exp() got a large positive argument. Measure every weight "
+                "from the running maximum, so that it lies in (0, 1].")
+    for rescale_l, rescale_acc, hint in FLASH_SLIPS:
+        _, sl, sacc = _flash_model(stream, rescale_l, rescale_acc)
+        if close(l, sl, RTOL_ONLINE) and np.allclose(acc, sacc, rtol=RTOL_ONLINE, atol=ATOL_ONLINE):
+            return hint
+    if close(l, l_true, RTOL_ONLINE) and np.allclose(acc * l, acc_true, rtol=1e-6):
+        return "acc should stay unnormalised (a weighted sum, not an average): divide by l only in flash_finalize."
+    return FLASH_RECIPE
+
+
+def _check_flash_update(fn: Any, streams: list[Stream]) -> str | None:
+    name = "flash_update"
+    for stream in streams:
+        d = stream.values.shape[1]
+        state: Any = (-math.inf, 0.0, np.zeros(d))
+        for part in stream.split():
+            s, v = stream.xs[part].copy(), stream.values[part].copy()
+            called = _call(name, fn, (state, s, v),
+                           f"a block of {s.size} scores and v of shape {v.shape}, in {stream.label}")
+            if called.problem:
+                return called.problem
+            state = called.value
+        got, problem = _read_flash_state(state, d)
+        if problem:
+            return problem
+        m_true, l_true, acc_true = _flash_model(stream)
+        m, l, acc = got
+        if m == m_true and close(l, l_true, RTOL_ONLINE) and np.allclose(
+                acc, acc_true, rtol=RTOL_ONLINE, atol=ATOL_ONLINE):
+            continue
+        return (f"{name}: wrong final state for {stream.label}, fed in {len(stream.blocks)} "
+                "blocks.\n"
+                f"  expected m = {m_true:.10g}, l = {l_true:.10g}; got m = {m:.10g}, l = {l:.10g}"
+                + ("" if acc.shape != acc_true.shape or np.allclose(acc, acc_true, rtol=RTOL_ONLINE,
+                                                                   atol=ATOL_ONLINE)
+                   else f"\n  acc: {_worst(acc, acc_true)}")
+                + f"\n  Hint: {_diagnose_flash_update(stream, got)}")
+    return None
+
+
+def _check_flash_finalize(fn: Any, streams: list[Stream]) -> str | None:
+    name = "flash_finalize"
+    for stream in streams:
+        m, l, acc = _flash_model(stream)
+        called = _call(name, fn, ((m, l, acc.copy()),),
+                       f"the state (m, l, acc) at the end of {stream.label}")
+        if called.problem:
+            return called.problem
+        got, problem = _as_float_array(name, called.value)
+        if problem:
+            return problem
+        expected = softmax64(stream.xs) @ stream.values
+        if got.shape != expected.shape:
+            return (f"{name}: for {stream.label} the output row must have shape (d,) = "
+                    f"{expected.shape}; yours has shape {got.shape}.")
+        if np.all(np.isfinite(got)) and np.allclose(got, expected, rtol=RTOL_ONLINE,
+                                                    atol=ATOL_ONLINE):
+            continue
+        if np.allclose(got, acc, rtol=RTOL_ONLINE, atol=ATOL_ONLINE):
+            hint = "That is acc itself: the weights still need normalising."
+        else:
+            hint = "o is the weighted average of the value rows: acc holds the weighted sum."
+        return (f"{name}: wrong output row for {stream.label}, compared with softmax(s) @ v.\n"
+                f"  {_worst(got, expected)}\n  Hint: {hint}")
+    return None
+
+
+def check_online_softmax(answer: Any) -> Verdict:
+    names = ("online_update", "online_update_block", "flash_update", "flash_finalize")
+    refused = _missing_functions(answer, names)
+    if refused:
+        return refused
+    streams, rows = online_streams(), attention_streams()
+    return _verdict([
+        ("online_update", _check_online_function("online_update", answer["online_update"],
+                                                 streams, block=False),
+         f"agrees with the two-pass (max, sum) on all {len(streams)} streams."),
+        ("online_update_block", _check_online_function("online_update_block",
+                                                       answer["online_update_block"], streams,
+                                                       block=True),
+         f"agrees with the two-pass (max, sum) on all {len(streams)} streams, fed in blocks."),
+        ("flash_update", _check_flash_update(answer["flash_update"], rows),
+         f"the state (m, l, acc) is right after all {len(rows)} rows, fed in blocks."),
+        ("flash_finalize", _check_flash_finalize(answer["flash_finalize"], rows),
+         f"equals softmax(s) @ v on all {len(rows)} rows."),
+    ])
+
+
+# ================================================================== 4 · what fusing attention saves
+
+SCORE_BYTES = 4   # the naive version keeps fp32 scores, as the baselines do
+NAIVE_PASSES = 4  # written by q k^T, read and rewritten by the softmax, read by P v
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An attention problem at a benchmark size of exercise.toml."""
+
+    key: str
+    task: str
+    bh: int
+    seq: int
+    dim: int
+    causal: int
+    element_bytes: int
+
+    def describe(self) -> str:
+        dtype = "fp32" if self.element_bytes == 4 else "bf16"
+        return (f"{dtype}, bh = {self.bh}, seq = {self.seq:,}, dim = {self.dim}, "
+                f"causal = {self.causal}")
+
+    @property
+    def pairs(self) -> int:
+        """Query-key pairs whose score is needed: all of them, or the lower triangle."""
+        return self.seq * (self.seq + 1) // 2 if self.causal else self.seq * self.seq
+
+    @property
+    def flops(self) -> float:
+        return float(2 * 2 * self.bh * self.pairs * self.dim)
+
+    @property
+    def io_bytes(self) -> float:
+        return float(4 * self.bh * self.seq * self.dim * self.element_bytes)
+
+    @property
+    def score_bytes(self) -> float:
+        return float(self.bh * self.seq * self.seq * SCORE_BYTES)
+
+    @property
+    def bytes_naive(self) -> float:
+        return self.io_bytes + NAIVE_PASSES * self.score_bytes
+
+    def truth(self) -> dict[str, float]:
+        return {"flops": self.flops, "bytes_naive": self.bytes_naive, "bytes_fused": self.io_bytes,
+                "traffic_ratio": self.bytes_naive / self.io_bytes,
+                "intensity_naive": self.flops / self.bytes_naive,
+                "intensity_fused": self.flops / self.io_bytes}
+
+
+SHAPES = (
+    Shape("fp32", "attention", 32, 2048, 64, 0, 4),
+    Shape("bf16", "attention_bf16", 128, 4096, 128, 0, 2),
+    Shape("bf16_causal", "attention_bf16", 128, 4096, 128, 1, 2),
+)
+COST_FIELDS = ("flops", "bytes_naive", "bytes_fused", "traffic_ratio", "intensity_naive",
+               "intensity_fused")
+
+
+def _is(got: float, value: float) -> bool:
+    return close(got, value, RTOL_COSTS)
+
+
+def _diag_flops(shape: Shape, got: float) -> str:
+    if shape.causal and _is(got, 2 * shape.flops):
+        return ("That is the full square: with the causal mask only the pairs with key <= query "
+                "need a score and a weight, about half of them.")
+    if not shape.causal and _is(got, shape.flops / 2):
+        return ("Half the truth: count 2 FLOPs per multiply-add, both products (q k^T and P v), "
+                "and every pair (no mask here).")
+    if _is(got, shape.flops / 2):
+        return "Half the truth: count 2 FLOPs per multiply-add, and both products (q k^T and P v)."
+    return ("Each product takes dim multiply-adds per query-key pair it computes, "
+            "2 FLOPs each; there are two products.")
+
+
+def _diag_bytes_fused(shape: Shape, got: float) -> str:
+    if _is(got, shape.io_bytes / shape.element_bytes):
+        return "That counts elements; count bytes."
+    if _is(got, shape.io_bytes * 4 / shape.element_bytes) and shape.element_bytes != 4:
+        return "q, k, v and o are bf16 here: 2 bytes per element."
+    if _is(got, shape.io_bytes * 3 / 4):
+        return "That leaves one tensor out: q, k and v are read once and o is written once."
+    if _is(got, shape.bytes_naive) or got > shape.io_bytes * 2:
+        return "A fused kernel never writes the scores to memory: they live in registers and shared memory."
+    return "q, k and v are read once and o written once, each bh x seq x dim."
+
+
+def _diag_bytes_naive(shape: Shape, got: float) -> str:
+    for passes, text in (
+        (1, "That counts the score matrix once; it crosses the memory bus on every pass."),
+        (2, "That counts the score matrix written once and read once; the softmax between the "
+            "products reads it and writes it back too."),
+        (3, "One pass short: written by q k^T, read and rewritten by the softmax, read by P v."),
+        (6, "That is the baselines' traffic, whose softmax reads each row three times; count "
+            "a softmax that reads its input once, as yours does."),
+    ):
+        if _is(got, shape.io_bytes + passes * shape.score_bytes) or _is(got, passes * shape.score_bytes):
+            return text
+    if _is(got, shape.io_bytes + NAIVE_PASSES * shape.score_bytes * shape.element_bytes / 4) \
+            and shape.element_bytes != 4:
+        return "The naive version keeps its scores in fp32 (4 bytes), even when q, k and v are bf16."
+    if shape.causal and _is(got, shape.io_bytes + NAIVE_PASSES * shape.score_bytes / 2):
+        return ("A naive kernel stores the whole seq x seq square, masked entries included (they "
+                "hold -inf); the mask saves FLOPs, not its traffic.")
+    if _is(got, NAIVE_PASSES * shape.score_bytes):
+        return "Add the q, k, v and o traffic (the same as the fused version's)."
+    return ("The q, k, v and o traffic of the fused version, plus 4 passes over a "
+            "bh x seq x seq matrix of fp32 scores.")
+
+
+def _diag_derived(field: str, shape: Shape, got: float, mine: Mapping[str, float | None]) -> str:
+    numerator, denominator = {"traffic_ratio": ("bytes_naive", "bytes_fused"),
+                              "intensity_naive": ("flops", "bytes_naive"),
+                              "intensity_fused": ("flops", "bytes_fused")}[field]
+    truth = shape.truth()[field]
+    if close(got * truth, 1.0, RTOL_COSTS):
+        return f"Upside down: {field} = {numerator} / {denominator}."
+    top, bottom = mine.get(numerator), mine.get(denominator)
+    if top is not None and bottom and close(got, top / bottom, 1e-6):
+        return "It follows from your other numbers; fix those first."
+    return f"{field} = {numerator} / {denominator}."
+
+
+def check_attention_costs(answer: Any) -> Verdict:
+    if not isinstance(answer, Mapping):
+        return Verdict(False, "Pass the dict `attention_costs` from the answer cell: one entry per "
+                              "shape (" + ", ".join(s.key for s in SHAPES) + "), each with "
+                              + ", ".join(COST_FIELDS) + ".")
+    lines, passed = [], True
+    for shape in SHAPES:
+        entry = answer.get(shape.key)
+        if not isinstance(entry, Mapping):
+            passed = False
+            what = "missing" if entry is None else f"{entry!r} is not a dict"
+            lines.append(f"{NO} {shape.key}: {what}; give a dict with " + ", ".join(COST_FIELDS) + ".")
+            continue
+        truth = shape.truth()
+        mine = {f: as_number(entry.get(f)) for f in COST_FIELDS}
+        problems = []
+        for field in COST_FIELDS:
+            if field not in entry:
+                problems.append(f"{field}: missing from the dict.")
+                continue
+            raw = entry[field]
+            if raw is None:
+                problems.append(f"{field}: not answered yet (still None).")
+                continue
+            got = mine[field]
+            if got is None:
+                problems.append(f"{field}: {raw!r} is not a finite number.")
+                continue
+            if _is(got, truth[field]):
+                continue
+            hint = {"flops": lambda: _diag_flops(shape, got),
+                    "bytes_naive": lambda: _diag_bytes_naive(shape, got),
+                    "bytes_fused": lambda: _diag_bytes_fused(shape, got)}.get(
+                field, lambda: _diag_derived(field, shape, got, mine))()
+            problems.append(f"{field}: {fmt(got)} is not right (within {RTOL_COSTS:.0%}).\n"
+                            f"    Hint: {hint}")
+        if problems:
+            passed = False
+            lines.append(f"{NO} {shape.key} ({shape.describe()}):\n  " + "\n  ".join(problems))
+        else:
+            lines.append(f"{OK} {shape.key} ({shape.describe()}): FLOPs, bytes, ratio and "
+                         "intensities.")
+    return Verdict(passed, "\n".join(lines))
+
+
+# ================================================================== the prompts of exercise 04
+
+PROMPTS = (
+    Prompt("softmax_jacobian", "The softmax Jacobian and its vector-Jacobian product", 2.0,
+           check_softmax_jacobian),
+    Prompt("softmax_numbers", "Where float32 exp overflows, and why the shift is free", 1.0,
+           check_softmax_numbers),
+    Prompt("stable_softmax", "A softmax that survives float32", 1.0, check_stable_softmax),
+    Prompt("online_softmax", "The online softmax and the flash-attention update", 3.0,
+           check_online_softmax),
+    Prompt("attention_costs", "FLOPs and memory traffic of naive and fused attention", 3.0,
+           check_attention_costs),
+)
