@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 DEFAULT_ARCH = "sm_90"
-COMPILE_TIMEOUT_S = float(os.environ.get("S2S_COMPILE_TIMEOUT", "120"))
+COMPILE_TIMEOUT_S = 120.0          # S2S_COMPILE_TIMEOUT overrides, read at each compile
 CACHE_VERSION = "1"
 
 
@@ -140,8 +140,10 @@ def _cache_key(source: Path, flags: list[str], toolchain: Toolchain) -> str:
 
 
 def compile_cuda(source: Path, arch: str, toolchain: Toolchain, *, display_root: Path | None = None,
-                 timeout_s: float = COMPILE_TIMEOUT_S, extra_flags: tuple[str, ...] = ()) -> BuildResult:
+                 timeout_s: float | None = None, extra_flags: tuple[str, ...] = ()) -> BuildResult:
     """Compile ``source`` into a shared library; cached by content and flags."""
+    if timeout_s is None:
+        timeout_s = float(os.environ.get("S2S_COMPILE_TIMEOUT") or COMPILE_TIMEOUT_S)
     source = Path(source).resolve()
     shown = _shown_name(source, display_root)
     if not source.is_file():

@@ -26,10 +26,11 @@ LIBRARIES = [
 PROCESS = [
     (re.compile(r"\bcudaDeviceReset\s*\("), "cudaDeviceReset() destroys the CUDA context the grader is using; "
                                             "remove it (the grader manages the device)"),
-    (re.compile(r"\b(cudaEventRecord|cudaEventElapsedTime|cudaEventSynchronize|cudaProfilerStart|"
-                r"cudaProfilerStop|cuEventRecord|cuEventElapsedTime)\b"),
+    (re.compile(r"\b(cudaEventRecord|cudaEventRecordWithFlags|cudaEventElapsedTime|cudaEventSynchronize|"
+                r"cudaProfilerStart|cudaProfilerStop|cuEventRecord|cuEventRecordWithFlags|cuEventElapsedTime)\b"),
      "the grader does the timing; your code may not call or redefine CUDA's event and profiler functions"),
-    (re.compile(r"\b(dlopen|dlsym|mprotect|ptrace|process_vm_writev)\s*\(|/proc/self|#\s*include\s*[<\"]Python\.h"),
+    (re.compile(r"\b(dlopen|dlsym|dladdr|dl_iterate_phdr|mprotect|ptrace|process_vm_writev|syscall)\s*\(|"
+                r"/proc/self|#\s*include\s*[<\"]Python\.h"),
      "reaches into the grading process (dynamic symbols, memory protection, the Python runtime); "
      "a kernel task needs none of that"),
     (re.compile(r"\bPy[A-Z][A-Za-z]*_[A-Za-z]\w*\s*\("),
@@ -51,8 +52,9 @@ class Finding:
         return {"line": self.line, "message": self.message}
 
 
-def strip_comments(text: str) -> str:
-    """Blank out comments and string literals, keeping line numbers and #include paths."""
+def strip_comments(text: str, keep_strings: bool = False) -> str:
+    """Blank out comments (and string literals unless ``keep_strings``), keeping line numbers
+    and #include paths."""
     out, i, n = [], 0, len(text)
     while i < n:
         if text.startswith("//", i):
@@ -71,7 +73,7 @@ def strip_comments(text: str) -> str:
                 j += 2 if text[j] == "\\" else 1
             closed = j < n and text[j] == '"'
             end = j + 1 if closed else min(j, n)
-            if _in_include(text, i):      # #include "x.h" and extern "C" keep their text
+            if keep_strings or _in_include(text, i):   # #include "x.h" and extern "C" keep their text
                 out.append(text[i:end])
             else:                         # a string literal keeps only its quotes
                 out.append('"' + " " * max(0, end - i - 2) + ('"' if closed else " "))
@@ -118,9 +120,10 @@ def check(source: Path, task: Task) -> list[Finding]:
             findings.append(Finding(_line_of(text, m.start()),
                                     f"uses {lib} ({m.group(0).strip()}); this task is about writing the kernel "
                                     "yourself, so library implementations are not accepted"))
+    with_strings = strip_comments(raw, keep_strings=True)   # "/proc/self" lives in a string literal
     for pattern, message in PROCESS:
-        if m := pattern.search(text):
-            findings.append(Finding(_line_of(text, m.start()), message))
+        if m := pattern.search(with_strings):
+            findings.append(Finding(_line_of(with_strings, m.start()), message))
     findings.extend(_signature(text, task))
     return findings
 

@@ -206,14 +206,14 @@ def _build_task(exercise: Exercise, task: Task, submission: Path, arch: str, too
     tr.findings = [f.to_dict() for f in findings]
     build = compile_cuda(source, arch, toolchain, display_root=submission)
     tr.build = build
-    if not build.ok:
-        tr.status, tr.summary = "failed", f"does not compile: {build.error}"
-        tr.error = {"kind": "compile error", "message": build.log or build.error}
-        return tr
-    if findings:
+    if findings:   # reported even when the build fails: the finding is usually the reason
         first = findings[0]
         tr.status, tr.summary = "failed", f"{task.source}:{first.line}: {first.message}"
         tr.error = {"kind": "rejected", "message": "\n".join(f"{task.source}:{f.line}: {f.message}" for f in findings)}
+        return tr
+    if not build.ok:
+        tr.status, tr.summary = "failed", f"does not compile: {build.error}"
+        tr.error = {"kind": "compile error", "message": build.log or build.error}
         return tr
     symbols = exported_symbols(Path(build.library))
     if symbols is not None and task.symbol not in symbols:
@@ -287,6 +287,8 @@ def _apply_run(tr: TaskResult, task: Task, raw: dict[str, Any], ceilings: dict[s
     tr.points = Points(task.points.correct if tr.correct else 0.0, task.points.speed if speed_ok else 0.0,
                        task.points.correct, task.points.speed)
     failing = next((c for c in tr.cases if not c.passed), None)
+    if error is None and failing is not None and failing.error:
+        error = {"kind": failing.error["kind"], "message": f"failed for {failing.label}: {failing.error['message']}"}
     if error:
         tr.error = error
         tr.status = "failed"

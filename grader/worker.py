@@ -21,6 +21,7 @@ import threading
 import json
 import math
 import os
+import signal
 import statistics
 import sys
 import time
@@ -442,6 +443,7 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
     samples: dict[str, list[float]] = {name: [] for name, _ in contenders}
     host_excess: list[float] = []
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    busy = busy_kernel(int(ceilings.get("sms", 132)))
 
     def timed(fn: Callable[[], None] | None) -> tuple[float, float]:
         """(event seconds, host seconds) of one call, L2 flushed first."""
@@ -449,7 +451,8 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
         synchronize()
         # Keep the GPU busy while the host enqueues the call, so that the start event fires
         # right before the first kernel instead of measuring the host's launch latency too.
-        torch.cuda._sleep(SLEEP_CYCLES)
+        # The busy kernel fills every SM, so nothing launched elsewhere can run beside it.
+        busy()
         t0 = time.perf_counter()
         start.record()
         if fn is not None:
@@ -523,6 +526,25 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
         "flops": flops, "bytes": nbytes,
     }
     return out
+
+
+_BUSY_SOURCE = r"""
+extern "C" __global__ void s2s_busy(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) { }
+}
+"""
+
+
+def busy_kernel(sms: int) -> Callable[[], None]:
+    """A launch that occupies every thread slot of every SM for about 0.1 ms."""
+    import cupy
+    kernel = cupy.RawKernel(_BUSY_SOURCE, "s2s_busy")
+    grid, block = (2 * sms,), (1024,)      # 2048 resident threads per SM: the whole SM
+
+    def launch() -> None:
+        kernel(grid, block, (cupy.int64(SLEEP_CYCLES),))
+    return launch
 
 
 def _spread(values: list[float]) -> float:
@@ -635,6 +657,9 @@ def _nvtx_pop() -> None:
 # --------------------------------------------------------------------------- main
 
 def main(argv: list[str]) -> int:
+    # Python ignores SIGXFSZ; restore the default so that output beyond the runner's file-size
+    # limit (megabytes of printf) stops this process instead of being silently dropped.
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     emit = Emitter(argv[1])
     job = json.loads(sys.stdin.read())
     sys.stdin.close()

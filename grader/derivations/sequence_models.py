@@ -36,8 +36,6 @@ RTOL_ONLINE, ATOL_ONLINE = 1e-9, 1e-12
 # Derived costs: room for rounding by hand, and for seq^2 / 2 versus seq (seq + 1) / 2.
 RTOL_COSTS = 0.02
 
-PLAIN = "Use float64 NumPy (or math) for these recurrences; the checker does."
-
 
 # ================================================================== calling the learner
 
@@ -62,7 +60,8 @@ def _call(name: str, fn: Any, args: tuple, where: str) -> Called:
                             "  Hint: exp() of a large positive number overflows; measured from the "
                             "right maximum, every exponent is <= 0.")
     except Exception as err:
-        return Called(None, f"{name} raised {type(err).__name__}: {err}\n  when called with {where}.")
+        return Called(None, f"{name} raised {type(err).__name__}: {err}\n"
+                            f"  when called with {where}.")
     if value is None:
         return Called(None, f"{name} returned None for {where}: did you forget `return`?")
     return Called(value, None)
@@ -72,7 +71,8 @@ def _as_float_array(name: str, raw: Any) -> tuple[np.ndarray | None, str | None]
     try:
         return np.asarray(raw, dtype=np.float64), None
     except (TypeError, ValueError) as err:
-        return None, f"{name} returned {type(raw).__name__}, which is not an array of numbers ({err})."
+        return None, (f"{name} returned {type(raw).__name__}, which is not an array of numbers "
+                      f"({err}).")
 
 
 def _worst(got: np.ndarray, expected: np.ndarray) -> str:
@@ -122,7 +122,7 @@ JACOBIAN_SIZES = (1, 2, 3, 5, 8, 13)
 
 
 def jacobian_cases(seed: int = 404) -> list[JacobianCase]:
-    """Random logits of several lengths, plus one where a single logit dominates (y nearly one-hot)."""
+    """Random logits of several lengths, and one where a single logit dominates: y near one-hot."""
     rng = np.random.default_rng(seed)
     cases = [JacobianCase(rng.normal(0.0, 2.0, n), rng.standard_normal(n)) for n in JACOBIAN_SIZES]
     cases.append(JacobianCase(np.array([9.0, 0.5, -1.0, 0.0]), rng.standard_normal(4)))
@@ -149,8 +149,8 @@ class Slip:
 
 DIAGONAL_HINT = ("y_i depends on z_i twice: through its own numerator exp(z_i) and through the "
                  "denominator. The numerator gives a term only when i == j (a Kronecker delta).")
-DENOMINATOR_HINT = ("Every y_i depends on every z_j through the denominator sum_k exp(z_k): raising "
-                    "one logit lowers all the other probabilities.")
+DENOMINATOR_HINT = ("Every y_i depends on every z_j through the denominator sum_k exp(z_k): "
+                    "raising one logit lowers all the other probabilities.")
 
 JACOBIAN_SLIPS = (
     Slip(lambda y, e: -np.outer(y, y),
@@ -205,7 +205,8 @@ def _check_calculus_function(name: str, fn: Any, cases: list[JacobianCase],
     for case, truth in zip(cases, truths):
         expected = truth[name]
         args = (case.z.copy(), case.g.copy()) if with_g else (case.z.copy(),)
-        called = _call(name, fn, args, case.describe() + (" and g of the same shape" if with_g else ""))
+        where = case.describe() + (" and g of the same shape" if with_g else "")
+        called = _call(name, fn, args, where)
         if called.problem:
             return called.problem
         got, problem = _as_float_array(name, called.value)
@@ -258,10 +259,10 @@ def check_softmax_jacobian(answer: Any) -> Verdict:
         if problem is None and name == "softmax_vjp":
             peak = _vjp_peak_bytes(answer[name])
             if peak > VJP_MEMORY_LIMIT_BYTES:
-                problem = (f"softmax_vjp: the values are right, but at n = {VJP_MEMORY_N:,} it held "
-                           f"{peak / 2**20:.1f} MiB at once, as if it built the n x n Jacobian "
-                           f"({VJP_MEMORY_N**2 * 8 / 2**20:.0f} MiB of float64). Work with vectors "
-                           "only: a few arrays of n numbers (well under "
+                problem = (f"softmax_vjp: the values are right, but at n = {VJP_MEMORY_N:,} it "
+                           f"held {peak / 2**20:.1f} MiB at once, as if it built the n x n "
+                           f"Jacobian ({VJP_MEMORY_N**2 * 8 / 2**20:.0f} MiB of float64). Work "
+                           "with vectors only: a few arrays of n numbers (well under "
                            f"{VJP_MEMORY_LIMIT_BYTES / 2**20:.0f} MiB).\n"
                            "  Hint: multiply out J^T g with J written in terms of y; the matrix "
                            "disappears into one inner product.")
@@ -322,8 +323,9 @@ def _diag_exp_limit(bits: int) -> Callable[[float], str | None]:
 
 
 def _diag_shift(got: float) -> str | None:
-    return ("In exact arithmetic the shift cancels completely: exp(z_i + c) = exp(c) exp(z_i), and "
-            "the same factor exp(c) multiplies the denominator. Only rounding can tell the two apart.")
+    return ("In exact arithmetic the shift cancels completely: exp(z_i + c) = exp(c) exp(z_i), "
+            "and the same factor exp(c) multiplies the denominator. Only rounding can tell the "
+            "two apart.")
 
 
 def _diag_denominator_min(got: float) -> str | None:
@@ -399,7 +401,7 @@ def check_softmax_numbers(answer: Any) -> Verdict:
     return Verdict(passed, "\n".join(lines))
 
 
-# ================================================================== 2b · a softmax that survives float32
+# ================================================================== 2b · a stable softmax
 
 @dataclass(frozen=True)
 class SoftmaxCase:
@@ -410,7 +412,7 @@ class SoftmaxCase:
     large: bool
 
     def describe(self) -> str:
-        return f"{self.label} (n = {self.z.size:,})"
+        return self.label
 
 
 def stable_softmax_cases(seed: int = 2048) -> list[SoftmaxCase]:
@@ -419,7 +421,8 @@ def stable_softmax_cases(seed: int = 2048) -> list[SoftmaxCase]:
     def f32(values) -> np.ndarray:
         return np.asarray(values, dtype=np.float32)
 
-    normal = [SoftmaxCase(f"{n:,} standard normal logits", f32(rng.standard_normal(n)), False)
+    normal = [SoftmaxCase("a single standard normal logit" if n == 1 else
+                          f"{n:,} standard normal logits", f32(rng.standard_normal(n)), False)
               for n in (1, 2, 7, 100, 4097)]
     normal.append(SoftmaxCase("300 logits of standard deviation 5", f32(rng.normal(0, 5, 300)),
                               False))
@@ -466,20 +469,21 @@ def _check_stable_softmax(fn: Any) -> str | None:
         if got.dtype != np.float32:
             return (f"{name} returned {got.dtype} for {case.describe()}; compute in float32 "
                     "(the precision of the kernel you are about to write) and return float32. "
-                    "np.exp of a float32 array stays float32; Python floats and np.float64 "
-                    "constants turn it into float64.")
+                    "np.exp of a float32 array stays float32, and so does arithmetic with plain "
+                    "Python numbers; an np.float64 value, math.exp or an array built from a "
+                    "Python list brings in float64.")
         got64 = got.astype(np.float64)
         if not np.all(np.isfinite(got64)):
-            where = "large logits" if case.large else "ordinary logits"
-            return (f"{name} returned NaN or infinity for {case.describe()}.\n"
-                    f"  Hint ({where}): {_why_not_finite(case.z)}")
+            hint = (_why_not_finite(case.z) if case.large else
+                    "these logits are small enough for any formula: look for a division by zero.")
+            return f"{name} returned NaN or infinity for {case.describe()}.\n  Hint: {hint}"
         if not np.allclose(got64, expected, rtol=RTOL_FLOAT32, atol=ATOL_FLOAT32):
             total = float(got64.sum())
-            if not abs(total - 1) < 1e-4:
-                hint = f"Probabilities sum to 1; yours sum to {total:.6g}."
-            elif np.allclose(got64, expected, rtol=3e-3):
+            if np.allclose(got64, expected, rtol=3e-3, atol=1e-6):
                 hint = ("Right up to about 1e-3: that is half precision. Compute in float32 "
                         f"(within {RTOL_FLOAT32:g} relative of float64 is what float32 gives).")
+            elif not abs(total - 1) < 1e-3:
+                hint = f"Probabilities sum to 1; yours sum to {total:.6g}."
             else:
                 hint = "y_i = exp(z_i - m) / sum_j exp(z_j - m) with m = max(z)."
             return (f"{name}: wrong values for {case.describe()}.\n  {_worst(got64, expected)}\n"
@@ -533,7 +537,8 @@ def online_streams(seed: int = 1024) -> list[Stream]:
         ("257 random scores", rng.standard_normal(257)),
         ("500 scores in increasing order (the maximum keeps arriving late)",
          np.sort(rng.uniform(-50, 50, 500))),
-        ("100 scores in decreasing order (the maximum first)", np.sort(rng.normal(0, 4, 100))[::-1]),
+        ("100 scores in decreasing order (the maximum first)",
+         np.sort(rng.normal(0, 4, 100))[::-1]),
         ("300 scores between -3,000 and 3,000", rng.uniform(-3e3, 3e3, 300)),
         ("200 scores between -5,000 and -4,000", rng.uniform(-5e3, -4e3, 200)),
         ("64 scores rising to 2,000 (the maximum last)", np.linspace(-40, 2e3, 64)),
@@ -591,15 +596,16 @@ def _online_model(blocks: list[np.ndarray], slip: str) -> tuple[float, float]:
 
 
 ONLINE_SLIPS = {
-    "no rescale": ("l is not rescaled when m grows. The terms already in l were measured from the "
-                   "old maximum, exp(x - m_old); once the maximum is m_new, each of them must become "
-                   "exp(x - m_new), and one factor does that for the whole sum."),
+    "no rescale": ("l is not rescaled when m grows. The terms already in l were measured from "
+                   "the old maximum, exp(x - m_old); once the maximum is m_new, each of them must "
+                   "become exp(x - m_new), and one factor does that for the whole sum."),
     "inverted rescale": ("The rescaling factor is upside down: going from exp(x - m_old) to "
                          "exp(x - m_new) with m_new >= m_old multiplies by a factor <= 1."),
-    "block's own max": ("The block's terms are measured from the block's own maximum; l holds terms "
-                        "measured from the running maximum, so measure the new ones from m_new too."),
-    "no max": ("l holds sum exp(x) without the shift, which overflows; keep l = sum exp(x - m) with "
-               "m the running maximum."),
+    "block's own max": ("The block's terms are measured from the block's own maximum; l holds "
+                        "terms measured from the running maximum, so measure the new ones from "
+                        "m_new too."),
+    "no max": ("l holds sum exp(x) without the shift, which overflows; keep l = sum exp(x - m) "
+               "with m the running maximum."),
 }
 
 
@@ -616,8 +622,8 @@ def _diagnose_online(stream: Stream, blocks: list[np.ndarray], got: tuple[float,
     m_true, _ = two_pass(stream.xs)
     m, l = got
     if m != m_true and not close(m, m_true, 1e-12):
-        return (f"m is {fmt(m)}, but the largest score of the stream is {fmt(m_true)}: m must be the "
-                "running maximum of everything seen so far.")
+        return (f"m is {fmt(m)}, but the largest score of the stream is {fmt(m_true)}: m must be "
+                "the running maximum of everything seen so far.")
     if not math.isfinite(l):
         return ("l became infinite or NaN: some exp() got a large positive argument. Every term "
                 "should be exp(x - m) with m >= x, so it lies in (0, 1].")
@@ -625,8 +631,9 @@ def _diagnose_online(stream: Stream, blocks: list[np.ndarray], got: tuple[float,
         sm, sl = _online_model(blocks, slip)
         if math.isfinite(sl) and close(l, sl, RTOL_ONLINE) and sm == m:
             return hint
-    return ("With m_new = max(m, x): l_new = l * exp(m - m_new) + exp(x - m_new) for one score; "
-            "a block adds sum_j exp(x_j - m_new) after the same rescaling.")
+    return ("The new l has two parts: the old sum, re-measured from the new maximum, and the new "
+            "scores' terms, measured from the new maximum too. Try your function by hand on the "
+            "stream 0, 1: it must end at (m, l) = (1, 1 + exp(-1)).")
 
 
 def _check_online_function(name: str, fn: Any, streams: list[Stream], block: bool) -> str | None:
@@ -637,7 +644,8 @@ def _check_online_function(name: str, fn: Any, streams: list[Stream], block: boo
         for piece in pieces:
             arg = piece.copy() if block else float(piece[0])
             what = (f"a block of {piece.size} scores" if block else f"the score {fmt(arg)}")
-            called = _call(name, fn, (state, arg), f"state = {state!r} and {what}, in {stream.label}")
+            called = _call(name, fn, (state, arg),
+                           f"state = {state!r} and {what}, in {stream.label}")
             if called.problem:
                 return called.problem
             state = called.value
@@ -681,11 +689,13 @@ FLASH_SLIPS = (
     (False, False, "Neither l nor acc is rescaled when m grows: both hold weights exp(s - m_old) "
                    "that must become exp(s - m_new)."),
 )
-FLASH_RECIPE = ("Per block: m_new = max(m, max(s)), alpha = exp(m - m_new), p = exp(s - m_new), "
-                "l = alpha * l + sum(p), acc = alpha * acc + p @ v.")
+FLASH_HINT = ("l and acc are sums with the same weights exp(s_j - m): whatever happens to one "
+                "when m grows or a block arrives happens to the other. Try a row of two keys fed "
+                "one at a time, and compare acc / l with softmax(s) @ v.")
 
 
-def _read_flash_state(raw: Any, d: int) -> tuple[tuple[float, float, np.ndarray] | None, str | None]:
+def _read_flash_state(raw: Any,
+                      d: int) -> tuple[tuple[float, float, np.ndarray] | None, str | None]:
     try:
         m, l, acc = raw
         acc = np.asarray(acc, dtype=np.float64)
@@ -713,8 +723,9 @@ def _diagnose_flash_update(stream: Stream, got: tuple[float, float, np.ndarray])
         if close(l, sl, RTOL_ONLINE) and np.allclose(acc, sacc, rtol=RTOL_ONLINE, atol=ATOL_ONLINE):
             return hint
     if close(l, l_true, RTOL_ONLINE) and np.allclose(acc * l, acc_true, rtol=1e-6):
-        return "acc should stay unnormalised (a weighted sum, not an average): divide by l only in flash_finalize."
-    return FLASH_RECIPE
+        return ("acc should stay unnormalised (a weighted sum, not an average): dividing by l is "
+                "flash_finalize's job.")
+    return FLASH_HINT
 
 
 def _check_flash_update(fn: Any, streams: list[Stream]) -> str | None:
@@ -724,8 +735,8 @@ def _check_flash_update(fn: Any, streams: list[Stream]) -> str | None:
         state: Any = (-math.inf, 0.0, np.zeros(d))
         for part in stream.split():
             s, v = stream.xs[part].copy(), stream.values[part].copy()
-            called = _call(name, fn, (state, s, v),
-                           f"a block of {s.size} scores and v of shape {v.shape}, in {stream.label}")
+            where = f"a block of {s.size} scores and v of shape {v.shape}, in {stream.label}"
+            called = _call(name, fn, (state, s, v), where)
             if called.problem:
                 return called.problem
             state = called.value
@@ -795,7 +806,7 @@ def check_online_softmax(answer: Any) -> Verdict:
     ])
 
 
-# ================================================================== 4 · what fusing attention saves
+# ================================================================== 4 · what fusing saves
 
 SCORE_BYTES = 4   # the naive version keeps fp32 scores, as the baselines do
 NAIVE_PASSES = 4  # written by q k^T, read and rewritten by the softmax, read by P v
@@ -828,7 +839,7 @@ class Shape:
         return float(2 * 2 * self.bh * self.pairs * self.dim)
 
     @property
-    def io_bytes(self) -> float:
+    def bytes_fused(self) -> float:
         return float(4 * self.bh * self.seq * self.dim * self.element_bytes)
 
     @property
@@ -837,13 +848,14 @@ class Shape:
 
     @property
     def bytes_naive(self) -> float:
-        return self.io_bytes + NAIVE_PASSES * self.score_bytes
+        return self.bytes_fused + NAIVE_PASSES * self.score_bytes
 
     def truth(self) -> dict[str, float]:
-        return {"flops": self.flops, "bytes_naive": self.bytes_naive, "bytes_fused": self.io_bytes,
-                "traffic_ratio": self.bytes_naive / self.io_bytes,
+        return {"flops": self.flops, "bytes_naive": self.bytes_naive,
+                "bytes_fused": self.bytes_fused,
+                "traffic_ratio": self.bytes_naive / self.bytes_fused,
                 "intensity_naive": self.flops / self.bytes_naive,
-                "intensity_fused": self.flops / self.io_bytes}
+                "intensity_fused": self.flops / self.bytes_fused}
 
 
 SHAPES = (
@@ -873,18 +885,23 @@ def _diag_flops(shape: Shape, got: float) -> str:
 
 
 def _diag_bytes_fused(shape: Shape, got: float) -> str:
-    if _is(got, shape.io_bytes / shape.element_bytes):
+    if _is(got, shape.bytes_fused / shape.element_bytes):
         return "That counts elements; count bytes."
-    if _is(got, shape.io_bytes * 4 / shape.element_bytes) and shape.element_bytes != 4:
+    if _is(got, shape.bytes_fused * 4 / shape.element_bytes) and shape.element_bytes != 4:
         return "q, k, v and o are bf16 here: 2 bytes per element."
-    if _is(got, shape.io_bytes * 3 / 4):
+    if _is(got, shape.bytes_fused * 3 / 4):
         return "That leaves one tensor out: q, k and v are read once and o is written once."
-    if _is(got, shape.bytes_naive) or got > shape.io_bytes * 2:
-        return "A fused kernel never writes the scores to memory: they live in registers and shared memory."
+    if _is(got, shape.bytes_naive) or got > shape.bytes_fused * 2:
+        return ("A fused kernel never writes the scores to memory: they live in registers and "
+                "shared memory.")
     return "q, k and v are read once and o written once, each bh x seq x dim."
 
 
 def _diag_bytes_naive(shape: Shape, got: float) -> str:
+    """Every known slip that lands on got: some coincide (two passes of fp32 scores are four
+    passes of bf16 ones), so the message names each of them."""
+    scores, io = shape.score_bytes, shape.bytes_fused
+    found = []
     for passes, text in (
         (1, "That counts the score matrix once; it crosses the memory bus on every pass."),
         (2, "That counts the score matrix written once and read once; the softmax between the "
@@ -893,18 +910,20 @@ def _diag_bytes_naive(shape: Shape, got: float) -> str:
         (6, "That is the baselines' traffic, whose softmax reads each row three times; count "
             "a softmax that reads its input once, as yours does."),
     ):
-        if _is(got, shape.io_bytes + passes * shape.score_bytes) or _is(got, passes * shape.score_bytes):
-            return text
-    if _is(got, shape.io_bytes + NAIVE_PASSES * shape.score_bytes * shape.element_bytes / 4) \
-            and shape.element_bytes != 4:
-        return "The naive version keeps its scores in fp32 (4 bytes), even when q, k and v are bf16."
-    if shape.causal and _is(got, shape.io_bytes + NAIVE_PASSES * shape.score_bytes / 2):
-        return ("A naive kernel stores the whole seq x seq square, masked entries included (they "
-                "hold -inf); the mask saves FLOPs, not its traffic.")
-    if _is(got, NAIVE_PASSES * shape.score_bytes):
-        return "Add the q, k, v and o traffic (the same as the fused version's)."
-    return ("The q, k, v and o traffic of the fused version, plus 4 passes over a "
-            "bh x seq x seq matrix of fp32 scores.")
+        if _is(got, io + passes * scores) or _is(got, passes * scores):
+            found.append(text)
+    if shape.element_bytes != 4 and _is(got, io + NAIVE_PASSES * scores * shape.element_bytes / 4):
+        found.append("The naive version keeps its scores in fp32 (4 bytes), even when q, k and v "
+                     "are bf16.")
+    if shape.causal and _is(got, io + NAIVE_PASSES * scores / 2):
+        found.append("A naive kernel stores the whole seq x seq square, masked entries included "
+                     "(they hold -inf); the mask saves FLOPs, not traffic.")
+    if not found and _is(got, NAIVE_PASSES * scores):
+        found.append("Add the q, k, v and o traffic (the same as the fused version's).")
+    if not found:
+        return ("The q, k, v and o traffic of the fused version, plus 4 passes over a "
+                "bh x seq x seq matrix of fp32 scores.")
+    return "\n    Or: ".join(found)
 
 
 def _diag_derived(field: str, shape: Shape, got: float, mine: Mapping[str, float | None]) -> str:
@@ -931,7 +950,8 @@ def check_attention_costs(answer: Any) -> Verdict:
         if not isinstance(entry, Mapping):
             passed = False
             what = "missing" if entry is None else f"{entry!r} is not a dict"
-            lines.append(f"{NO} {shape.key}: {what}; give a dict with " + ", ".join(COST_FIELDS) + ".")
+            lines.append(f"{NO} {shape.key}: {what}; give a dict with "
+                         + ", ".join(COST_FIELDS) + ".")
             continue
         truth = shape.truth()
         mine = {f: as_number(entry.get(f)) for f in COST_FIELDS}
