@@ -76,6 +76,8 @@ def _record(rows: list[Verdict], attack: Attack, graded: str, task: TaskResult, 
     found = problems(attack, task)
     verdict = f"{task.status}: {shown(task, attack.shown_in)}"
     rows.append(Verdict(attack.name, graded, verdict, task.summary, seconds, not found))
+    print(f"\n[{attack.name} {graded}] {verdict} ({seconds:.1f} s){'' if not found else ' NOT AS PROMISED'}: "
+          f"{task.summary[:160]}", flush=True)
     return found
 
 
