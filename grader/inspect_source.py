@@ -37,6 +37,10 @@ PROCESS = [
      "calls the Python C API: your code runs inside the grader's process and must leave it alone"),
     (re.compile(r"\b(fork|vfork|system|popen|execl|execlp|execle|execv|execvp|execve|posix_spawn)\s*\("),
      "starts another process; a kernel task needs none"),
+    (re.compile(r"\b(cudaStreamCreateWithFlags|cudaStreamCreateWithPriority|cudaStreamNonBlocking|"
+                r"cuStreamCreate\w*)\b"),
+     "creates a non-blocking stream: work on it is not ordered with the default stream, the only stream the "
+     "grader's timer sees. Launch every kernel on the default stream (<<<grid, block>>>)"),
     (re.compile(r"\b(std::thread|std::async|pthread_create)\b"),
      "starts a host thread: work it does after your function returns is invisible to the timer. Launch "
      "your kernels from the calling thread, on the default stream"),
