@@ -1,0 +1,64 @@
+"""What the compiler made of the hidden solutions: the instructions the lessons are about.
+
+The bf16 attention solution must run on the tensor cores (HMMA, fed by LDSM) without local
+memory; the memory-bound solutions of exercise 01 must move 16 bytes per access. Checked on the
+SASS of an sm_90a build, on a CPU: nvcc plus cuobjdump (PyPI nvidia-cuda-cuobjdump).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from grader.build import gencode
+from grader.spec import solutions_dir
+
+
+def _cuobjdump() -> str | None:
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for base in nvidia.__path__:
+        hits = glob.glob(os.path.join(base, "**", "bin", "cuobjdump"), recursive=True)
+        if hits:
+            return hits[0]
+    return None
+
+
+NVCC, CUOBJDUMP = shutil.which("nvcc"), _cuobjdump()
+pytestmark = pytest.mark.skipif(NVCC is None or CUOBJDUMP is None,
+                                reason="needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump)")
+
+
+def sass(source: Path, tmp_path: Path) -> dict[str, str]:
+    cubin = tmp_path / (source.stem + ".cubin")
+    subprocess.run([NVCC, "-O3", "-std=c++17", "-cubin", *gencode("sm_90"), "-o", str(cubin), str(source)],
+                   check=True, capture_output=True)
+    text = subprocess.run([CUOBJDUMP, "--dump-sass", str(cubin)], check=True, capture_output=True,
+                          text=True).stdout
+    return {part.split("\n", 1)[0].strip(): part for part in re.split(r"\n\s+Function : ", text)[1:]}
+
+
+def test_bf16_attention_solution_runs_on_tensor_cores(tmp_path: Path) -> None:
+    kernels = sass(solutions_dir() / "04_sequence_models" / "attention_bf16.cu", tmp_path)
+    attention = {name: body for name, body in kernels.items() if "attention" in name}
+    assert len(attention) == 2, f"one kernel per head dim (64, 128), got {list(kernels)}"
+    for name, body in attention.items():
+        assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", body)) >= 64, f"{name}: too few bf16 HMMA"
+        assert re.search(r"\bLDSM\b", body), f"{name}: fragments should come through ldmatrix"
+        assert not re.search(r"\b(LDL|STL)\b", body), f"{name}: local memory (spills) in the hot loop"
+
+
+@pytest.mark.parametrize("task", ["vector_add", "reduce_sum"])
+def test_memory_bound_solutions_use_16_byte_loads(task: str, tmp_path: Path) -> None:
+    kernels = sass(solutions_dir() / "01_foundations" / f"{task}.cu", tmp_path)
+    assert any(re.search(r"\bLDG\.E\.128\b", body) for body in kernels.values()), f"{task}: no 16-byte loads"
