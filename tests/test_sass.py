@@ -2,7 +2,8 @@
 
 The bf16 attention solution must run on the tensor cores (HMMA, fed by LDSM) without local
 memory; the memory-bound solutions of exercise 01 must move 16 bytes per access. Checked on the
-SASS of an sm_90a build, on a CPU: nvcc plus cuobjdump (PyPI nvidia-cuda-cuobjdump).
+SASS of an sm_90a build, on a CPU: nvcc plus cuobjdump and nvdisasm (PyPI nvidia-cuda-cuobjdump,
+nvidia-cuda-nvdisasm).
 """
 from __future__ import annotations
 
@@ -36,15 +37,17 @@ def _cuobjdump() -> str | None:
 
 NVCC, CUOBJDUMP = shutil.which("nvcc"), _cuobjdump()
 pytestmark = pytest.mark.skipif(NVCC is None or CUOBJDUMP is None,
-                                reason="needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump)")
+                                reason="needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
 
 
 def sass(source: Path, tmp_path: Path) -> dict[str, str]:
     cubin = tmp_path / (source.stem + ".cubin")
     subprocess.run([NVCC, "-O3", "-std=c++17", "-cubin", *gencode("sm_90"), "-o", str(cubin), str(source)],
                    check=True, capture_output=True)
+    # cuobjdump disassembles through nvdisasm, which the PyPI packages put in the same folder.
+    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(CUOBJDUMP), os.environ.get("PATH", "")]))
     text = subprocess.run([CUOBJDUMP, "--dump-sass", str(cubin)], check=True, capture_output=True,
-                          text=True).stdout
+                          text=True, env=env).stdout
     return {part.split("\n", 1)[0].strip(): part for part in re.split(r"\n\s+Function : ", text)[1:]}
 
 
