@@ -9,7 +9,7 @@ from grader.device import probe
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gpu_items = [item for item in items if "gpu" in item.keywords]
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return
     found = probe()

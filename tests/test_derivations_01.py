@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
-import json
 import re
 import subprocess
 import tomllib
@@ -16,6 +14,10 @@ import pytest
 from grader.derivations import CheckResult, check, core, foundations, prompts
 from hardware.specs import default_spec, spec_for
 
+from derivation_helpers import (assert_valid_notebook_with_clear_outputs, cells_tagged,
+                                load_answers, nested_copy, read_notebook, run_cell, source, stub)
+from derivation_helpers import no_gpu  # noqa: F401 (autouse: no test here sees a real GPU)
+
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISE_DIR = ROOT / "exercises" / "01_foundations"
 NOTEBOOK = EXERCISE_DIR / "01_foundations.ipynb"
@@ -26,22 +28,9 @@ GRADIENTS = ("grad_W", "grad_x", "grad_b")
 N = 2**26
 
 
-def load_answers():
-    spec = importlib.util.spec_from_file_location("answers_01", ANSWERS_PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def answers():
-    return load_answers()
-
-
-@pytest.fixture(autouse=True)
-def no_gpu(monkeypatch):
-    """Every test sees a machine without a GPU unless it says otherwise: the H200 spec applies."""
-    monkeypatch.setattr(core, "detect_gpu_name", lambda: None)
+    return load_answers(ANSWERS_PATH)
 
 
 def reference_answer(answers, prompt: str):
@@ -57,10 +46,6 @@ def with_function(answers, name: str, fn):
     answer = {n: getattr(answers, n) for n in names}
     answer[name] = fn
     return answer
-
-
-def nested_copy(value):
-    return json.loads(json.dumps(value))
 
 
 def on(W, x, b):
@@ -211,10 +196,6 @@ def test_relu_cases_avoid_the_kink_and_mix_active_and_inactive_units():
 
 
 # ------------------------------------------------------------------ stubs and odd answers
-
-def stub(*args):
-    raise NotImplementedError
-
 
 @pytest.mark.parametrize("prompt, names", [("relu_jacobians", JACOBIANS),
                                            ("relu_gradients", GRADIENTS)])
@@ -421,40 +402,18 @@ def test_check_result_renders_green_or_red_with_the_escaped_message():
 # ------------------------------------------------------------------ the notebook
 
 def notebook():
-    return json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-
-
-def cells_tagged(prefix: str) -> dict[str, dict]:
-    found = {}
-    for cell in notebook()["cells"]:
-        for tag in cell.get("metadata", {}).get("tags", []):
-            if tag.startswith(prefix):
-                found[tag.removeprefix(prefix)] = cell
-    return found
-
-
-def source(cell) -> str:
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    return read_notebook(NOTEBOOK)
 
 
 def test_notebook_is_valid_nbformat_4_with_clear_outputs():
-    nbformat = pytest.importorskip("nbformat")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbformat.validate(nb)
-    assert nb.nbformat == 4
-    assert nb.metadata.kernelspec.name == "python3"
-    ids = [cell.id for cell in nb.cells]
-    assert len(set(ids)) == len(ids)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None
+    assert_valid_notebook_with_clear_outputs(NOTEBOOK)
 
 
 def test_every_prompt_has_one_answer_cell_and_one_check_cell():
     registered = [p.id for p in prompts("01")]
-    assert list(cells_tagged("answer:")) == registered
-    assert list(cells_tagged("check:")) == registered
-    for prompt, cell in cells_tagged("check:").items():
+    assert list(cells_tagged(notebook(), "answer:")) == registered
+    assert list(cells_tagged(notebook(), "check:")) == registered
+    for prompt, cell in cells_tagged(notebook(), "check:").items():
         assert re.search(rf'check\("01",\s*"{prompt}"', source(cell))
 
 
@@ -478,7 +437,7 @@ def test_notebook_links_the_three_stubs():
 
 
 def test_answer_cells_hold_templates_not_solutions():
-    answer_code = "\n".join(source(c) for c in cells_tagged("answer:").values())
+    answer_code = "\n".join(source(c) for c in cells_tagged(notebook(), "answer:").values())
     tree = ast.parse(ANSWERS_PATH.read_text())
     text = ANSWERS_PATH.read_text()
     for node in ast.walk(tree):
@@ -490,16 +449,6 @@ def test_answer_cells_hold_templates_not_solutions():
                 assert snippet not in " ".join(answer_code.split()), snippet
     assert answer_code.count("# YOUR ANSWER HERE") >= 5 + 8 + 3
     assert "raise NotImplementedError" in answer_code
-
-
-def run_cell(code: str, namespace: dict):
-    """Run a notebook cell like IPython does: the value of a final expression is returned."""
-    tree = ast.parse(code)
-    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    exec(compile(tree, "<cell>", "exec"), namespace)
-    if last is not None:
-        return eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
-    return None
 
 
 def run_notebook(answers=None) -> dict[str, CheckResult]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
-import json
 import math
 import re
 import tracemalloc
@@ -14,7 +12,11 @@ import numpy as np
 import pytest
 
 from grader import spec
-from grader.derivations import CheckResult, check, core, prompts, sequence_models
+from grader.derivations import CheckResult, check, prompts, sequence_models
+
+from derivation_helpers import (assert_valid_notebook_with_clear_outputs, cells_tagged,
+                                load_answers, nested_copy, read_notebook, run_cell, source, stub)
+from derivation_helpers import no_gpu  # noqa: F401 (autouse: the ridge-point cell sees no GPU)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISE_DIR = ROOT / "exercises" / "04_sequence_models"
@@ -31,22 +33,9 @@ FUNCTIONS = {
 NUMBERS = ("softmax_numbers", "attention_costs")
 
 
-def load_answers():
-    module_spec = importlib.util.spec_from_file_location("answers_04", ANSWERS_PATH)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def answers():
-    return load_answers()
-
-
-@pytest.fixture(autouse=True)
-def no_gpu(monkeypatch):
-    """The notebook's ridge-point cell asks for the GPU: every test sees a machine without one."""
-    monkeypatch.setattr(core, "detect_gpu_name", lambda: None)
+    return load_answers(ANSWERS_PATH)
 
 
 def reference_answer(answers, prompt: str):
@@ -60,10 +49,6 @@ def with_function(answers, name: str, fn):
     answer = reference_answer(answers, prompt)
     answer[name] = fn
     return prompt, answer
-
-
-def nested_copy(value):
-    return json.loads(json.dumps(value))
 
 
 def softmax(z):
@@ -537,10 +522,6 @@ def test_a_missing_shape_is_named(answers):
 
 # ------------------------------------------------------------------ stubs and odd answers
 
-def stub(*args):
-    raise NotImplementedError
-
-
 @pytest.mark.parametrize("prompt", list(FUNCTIONS))
 def test_stub_functions_fail_cleanly(prompt):
     result = check("04", prompt, {name: stub for name in FUNCTIONS[prompt]})
@@ -584,20 +565,7 @@ def test_a_missing_function_is_named(answers):
 # ------------------------------------------------------------------ the notebook
 
 def notebook():
-    return json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-
-
-def source(cell) -> str:
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
-def cells_tagged(prefix: str) -> dict[str, dict]:
-    found = {}
-    for cell in notebook()["cells"]:
-        for tag in cell.get("metadata", {}).get("tags", []):
-            if tag.startswith(prefix):
-                found[tag.removeprefix(prefix)] = cell
-    return found
+    return read_notebook(NOTEBOOK)
 
 
 def markdown() -> str:
@@ -605,23 +573,14 @@ def markdown() -> str:
 
 
 def test_notebook_is_valid_nbformat_4_with_clear_outputs():
-    nbformat = pytest.importorskip("nbformat")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbformat.validate(nb)
-    assert nb.nbformat == 4
-    assert nb.metadata.kernelspec.name == "python3"
-    ids = [cell.id for cell in nb.cells]
-    assert len(set(ids)) == len(ids)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None
+    assert_valid_notebook_with_clear_outputs(NOTEBOOK)
 
 
 def test_every_prompt_has_one_answer_cell_and_one_check_cell():
     registered = [p.id for p in prompts("04")]
-    assert list(cells_tagged("answer:")) == registered
-    assert list(cells_tagged("check:")) == registered
-    for prompt, cell in cells_tagged("check:").items():
+    assert list(cells_tagged(notebook(), "answer:")) == registered
+    assert list(cells_tagged(notebook(), "check:")) == registered
+    for prompt, cell in cells_tagged(notebook(), "check:").items():
         assert re.fullmatch(rf'check\("04",\s*"{prompt}",.*\)', source(cell), re.S)
 
 
@@ -668,19 +627,9 @@ def test_the_notebook_holds_templates_not_answers():
     assert len(snippets) > 20
     for snippet in snippets:
         assert snippet not in everything, snippet
-    answer_code = "\n".join(source(c) for c in cells_tagged("answer:").values())
+    answer_code = "\n".join(source(c) for c in cells_tagged(notebook(), "answer:").values())
     assert answer_code.count("# YOUR ANSWER HERE") >= 2 + 5 + 1 + 4 + 6
     assert answer_code.count("raise NotImplementedError") == 2 + 1 + 4
-
-
-def run_cell(code: str, namespace: dict):
-    """Run a notebook cell like IPython does: the value of a final expression is returned."""
-    tree = ast.parse(code)
-    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    exec(compile(tree, "<cell>", "exec"), namespace)
-    if last is not None:
-        return eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
-    return None
 
 
 def run_notebook(answer_source=None) -> dict[str, CheckResult]:

@@ -10,8 +10,11 @@ from __future__ import annotations
 import html
 import math
 import subprocess
-from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
+from typing import Any
+
+import numpy as np
 
 from hardware.specs import GpuSpec, default_spec, spec_for
 
@@ -167,3 +170,155 @@ def fmt(value: float) -> str:
     if float(value).is_integer() and abs(value) < 1e16:
         return f"{int(value):,}"
     return f"{value:.4g}"
+
+
+# ------------------------------------------------------------------ the learner's functions
+
+OK, NO = "\u2714", "\u2718"
+
+
+@dataclass(frozen=True)
+class Called:
+    """What a learner's function gave back, or the message about why it gave nothing usable."""
+
+    value: Any
+    problem: str | None
+
+
+def call_learner(name: str, fn: Any, args: tuple, where: str,
+                 crash_hint: Callable[[Exception], str | None] | None = None) -> Called:
+    """Call the learner's function fn on args; where says what args are, for the messages.
+
+    crash_hint, when given, turns what fn raised into a hint about the likely cause.
+    """
+    if not callable(fn):
+        return Called(None, f"{name}: expected your function {name}, got {type(fn).__name__} "
+                            "(pass the function itself, without calling it).")
+    try:
+        value = fn(*args)
+    except NotImplementedError:
+        return Called(None, f"{name}: not written yet (it raises NotImplementedError).")
+    except Exception as err:
+        hint = crash_hint(err) if crash_hint else None
+        return Called(None, f"{name} raised {type(err).__name__}: {err}\n"
+                            f"  when called with {where}."
+                            + ("" if hint is None else f"\n  Hint: {hint}"))
+    if value is None:
+        return Called(None, f"{name} returned None for {where}: did you forget `return`?")
+    return Called(value, None)
+
+
+def as_float_array(name: str, raw: Any) -> tuple[np.ndarray | None, str | None]:
+    """What the learner's function returned as a float64 array, or why it is not one."""
+    try:
+        return np.asarray(raw, dtype=np.float64), None
+    except (TypeError, ValueError) as err:
+        return None, (f"{name} returned {type(raw).__name__}, which is not an array of numbers "
+                      f"({err}).")
+
+
+def worst_entry(got: np.ndarray, expected: np.ndarray) -> str:
+    """Where a wrong array is furthest from the truth, and both values there."""
+    error = np.abs(got - expected)
+    worst = np.unravel_index(int(np.argmax(error)), error.shape)
+    index = ", ".join(str(int(i)) for i in worst)
+    return f"worst entry [{index}]: expected {expected[worst]:.6g}, got {got[worst]:.6g}"
+
+
+def missing_functions(answer: Any, names: Sequence[str]) -> Verdict | None:
+    """The refusal of an answer that is not a dict holding every function of the prompt."""
+    if not isinstance(answer, Mapping):
+        return Verdict(False, "Pass a dict of your functions, like the template: "
+                              + "{" + ", ".join(f'"{n}": {n}' for n in names) + "}.")
+    missing = [n for n in names if n not in answer]
+    if missing:
+        return Verdict(False, f"The answer dict lacks {', '.join(repr(n) for n in missing)}; "
+                              "it needs one entry per function of the prompt.")
+    return None
+
+
+def functions_verdict(results: Sequence[tuple[str, str | None, str]]) -> Verdict:
+    """One line per function from (name, problem or None, what passing means)."""
+    lines = [f"{NO} {problem}" if problem else f"{OK} {name}: {good}"
+             for name, problem, good in results]
+    return Verdict(all(problem is None for _, problem, _ in results), "\n".join(lines))
+
+
+# ------------------------------------------------------------------ prompts of numeric questions
+
+def read_number(raw: Any) -> tuple[float | None, str | None]:
+    """The learner's value as a float, or None and what is wrong with its form."""
+    if raw is None:
+        return None, "not answered yet (still None)"
+    got = as_number(raw)
+    if got is None:
+        return None, f"{raw!r} is not a finite number"
+    return got, None
+
+
+def no_diagnosis(got: float) -> str | None:
+    """For a question with no slip worth naming: its hint says all there is to say."""
+    return None
+
+
+@dataclass(frozen=True)
+class NumericQuestion:
+    """A number the learner derives: its key in the answer dict, the truth, how close an answer
+    must come, and what to say when it does not.
+
+    Without rtol or atol the answer must be exact; a question has one tolerance, never both.
+    """
+
+    key: str
+    label: str
+    truth: float
+    _: KW_ONLY
+    hint: str  # what to think about when diagnose names no known slip
+    diagnose: Callable[[float], str | None] = no_diagnosis  # the slip a wrong value reveals
+    rtol: float = 0.0
+    atol: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.rtol and self.atol:
+            raise ValueError(f"{self.key}: give a relative or an absolute tolerance, not both")
+
+    def accepts(self, got: float) -> bool:
+        if self.rtol:
+            return close(got, self.truth, self.rtol)
+        return abs(got - self.truth) <= self.atol
+
+    def rule(self) -> str:
+        if self.rtol:
+            return f"must be within {self.rtol:.0%}"
+        if self.atol:
+            return f"must be within {self.atol:g}"
+        return "must be exact"
+
+
+def ask_for_numbers(name: str, questions: Sequence[NumericQuestion]) -> Verdict:
+    """The refusal of an answer that is not the answer cell's dict of numbers."""
+    return Verdict(False, f"Pass the dict `{name}` from the answer cell, with the keys "
+                          f"{', '.join(q.key for q in questions)}.")
+
+
+def check_numbers(answer: Mapping[str, Any], questions: Sequence[NumericQuestion],
+                  heading: str | None = None) -> Verdict:
+    """One line per question, in order: the right ones named, the wrong ones with a hint."""
+    lines = [] if heading is None else [heading]
+    passed = True
+    for q in questions:
+        if q.key not in answer:
+            passed = False
+            lines.append(f"{NO} {q.key}: missing from your dict.")
+            continue
+        got, problem = read_number(answer[q.key])
+        if problem is None and q.accepts(got):
+            lines.append(f"{OK} {q.key}: {q.label}")
+            continue
+        passed = False
+        if problem:
+            lines.append(f"{NO} {q.key} ({q.label}): {problem}.")
+        else:
+            lines.append(f"{NO} {q.key} ({q.label}): {fmt(got)} is not right; it {q.rule()}.\n"
+                         f"  Hint: {q.diagnose(got) or q.hint}")
+    return Verdict(passed, "\n".join(lines))

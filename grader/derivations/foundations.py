@@ -10,14 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 
 from grader.derivations import core
-from grader.derivations.core import Prompt, Verdict, as_number, close, fmt
-from hardware.specs import GpuSpec
+from grader.derivations.core import (NO, OK, Called, NumericQuestion, Prompt, Verdict,
+                                     as_float_array, as_number, ask_for_numbers, call_learner,
+                                     check_numbers, close, fmt, functions_verdict,
+                                     missing_functions, read_number, worst_entry)
+from hardware.specs import GpuSpec, default_spec
 
 EXERCISE = "01"
 
@@ -134,17 +138,14 @@ SHAPE_WORDS = {
 }
 
 
-def _call_learner(name: str, fn: Callable, case: ReluCase, with_g: bool) -> tuple[Any, str | None]:
+def _call(name: str, fn: Any, case: ReluCase, with_g: bool) -> Called:
+    """fn on copies of the case's arrays, so that writing into them cannot change the truth; a
+    crash is most often a product of mismatched shapes, so its hint names m and n."""
     args = (case.W.copy(), case.x.copy(), case.b.copy()) + ((case.g.copy(),) if with_g else ())
-    try:
-        return fn(*args), None
-    except NotImplementedError:
-        return None, f"{name}: not written yet (it raises NotImplementedError)."
-    except Exception as err:
-        m, n = case.W.shape
-        return None, (f"{name} raised {type(err).__name__}: {err}\n"
-                      f"  when called with {case.describe()}.\n"
-                      f"  Hint: check each product's shapes: here m = {m} and n = {n}.")
+    m, n = case.W.shape
+    return call_learner(
+        name, fn, args, case.describe(),
+        crash_hint=lambda err: f"check each product's shapes: here m = {m} and n = {n}.")
 
 
 def _allclose(got: np.ndarray, expected: np.ndarray) -> bool:
@@ -173,32 +174,22 @@ def _diagnose_values(name: str, case: ReluCase, got: np.ndarray, expected: np.nd
                     "from y's space (m) to x's space (n).")
     if hint is None:
         hint = f"{MASK_HINT} {CHAIN_HINT}"
-    error = np.abs(got - expected)
-    worst = np.unravel_index(int(np.argmax(error)), error.shape)
-    index = ", ".join(str(int(i)) for i in worst)
     return (f"{name}: wrong values for {case.describe()}.\n"
-            f"  worst entry [{index}]: expected {expected[worst]:.6g}, got {got[worst]:.6g}\n"
+            f"  {worst_entry(got, expected)}\n"
             f"  Hint: {hint}")
 
 
 def _check_one_function(name: str, fn: Any, cases: list[ReluCase],
                         truths: list[dict[str, np.ndarray]], with_g: bool) -> str | None:
     """None when fn is right on every case, else the message about the first case it fails."""
-    if not callable(fn):
-        return (f"{name}: expected your function {name}, got {type(fn).__name__} "
-                f"(pass the function itself, without calling it).")
     for case, truth in zip(cases, truths):
         expected = truth[name]
-        raw, problem = _call_learner(name, fn, case, with_g)
+        called = _call(name, fn, case, with_g)
+        if called.problem:
+            return called.problem
+        got, problem = as_float_array(name, called.value)
         if problem:
             return problem
-        if raw is None:
-            return f"{name} returned None for {case.describe()}: did you forget `return`?"
-        try:
-            got = np.asarray(raw, dtype=np.float64)
-        except (TypeError, ValueError) as err:
-            return (f"{name} returned {type(raw).__name__}, which is not an array of numbers "
-                    f"({err}).")
         if got.shape != expected.shape:
             message = (f"{name}: for {case.describe()} the result must have "
                        f"{SHAPE_WORDS[name]} = {expected.shape}; yours has shape {got.shape}.")
@@ -216,24 +207,15 @@ def _check_one_function(name: str, fn: Any, cases: list[ReluCase],
 
 
 def _check_functions(answer: Any, names: tuple[str, ...], with_g: bool) -> Verdict:
-    if not isinstance(answer, Mapping):
-        return Verdict(False, "Pass a dict of your functions, like the template: "
-                              + "{" + ", ".join(f'"{n}": {n}' for n in names) + "}.")
-    missing = [n for n in names if n not in answer]
-    if missing:
-        return Verdict(False, f"The answer dict lacks {', '.join(repr(n) for n in missing)}; "
-                              "it needs one entry per function of the prompt.")
+    refused = missing_functions(answer, names)
+    if refused:
+        return refused
     cases = relu_cases()
     truths = [torch_truth(c) for c in cases]
-    lines, passed = [], True
-    for name in names:
-        problem = _check_one_function(name, answer[name], cases, truths, with_g)
-        if problem is None:
-            lines.append(f"\u2714 {name}: matches torch autograd on all {len(cases)} random cases.")
-        else:
-            passed = False
-            lines.append(f"\u2718 {problem}")
-    return Verdict(passed, "\n".join(lines))
+    return functions_verdict([
+        (name, _check_one_function(name, answer[name], cases, truths, with_g),
+         f"matches torch autograd on all {len(cases)} random cases.")
+        for name in names])
 
 
 def check_relu_jacobians(answer: Any) -> Verdict:
@@ -245,18 +227,6 @@ def check_relu_gradients(answer: Any) -> Verdict:
 
 
 # ================================================================== numbers
-
-@dataclass(frozen=True)
-class Quantity:
-    """A number the learner derives, the truth for a given GPU, and the mistakes worth naming."""
-
-    key: str
-    label: str
-    exact: bool
-    truth: Callable[[GpuSpec], float]
-    diagnose: Callable[[float, GpuSpec], str | None]
-    hint: str
-
 
 def _ratio_is(got: float, expected: float, factor: float) -> bool:
     return expected != 0 and close(got, expected * factor, RTOL_NUMBERS)
@@ -359,73 +329,51 @@ def _diag_ridge(got: float, spec: GpuSpec) -> str | None:
     return _unit_slip(got, expected)
 
 
-HARDWARE_101 = (
-    Quantity("threads_per_warp", "threads per warp", True, lambda s: 32, lambda g, s: None,
-             "A warp is the group of threads an SM issues one instruction for; its size has "
-             "been the same on every NVIDIA GPU."),
-    Quantity("max_warps_per_sm", "max resident warps per SM", True,
-             lambda s: s.max_warps_per_sm, _diag_warps,
-             "Look up 'maximum number of resident warps per SM' for compute capability {cc}."),
-    Quantity("max_threads_per_block", "max threads per block", True,
-             lambda s: s.max_threads_per_block, _diag_threads_per_block,
-             "Look up 'maximum number of threads per block' for compute capability {cc}."),
-    Quantity("registers_per_sm", "32-bit registers per SM", True,
-             lambda s: s.regs_per_sm, _diag_registers,
-             "Look up 'number of 32-bit registers per SM' for compute capability {cc}."),
-    Quantity("smem_per_sm_kib", "shared memory per SM in KiB", True,
-             lambda s: s.smem_per_sm_kb, _diag_smem,
-             "Look up 'maximum amount of shared memory per SM' for compute capability {cc}."),
-    Quantity("dram_bytes_per_clock", "DRAM bytes per SM clock, whole chip", False,
-             _bytes_per_clock, _diag_bytes_per_clock,
-             "Bandwidth in bytes/s divided by the boost clock in cycles/s."),
-    Quantity("dram_bytes_per_clock_per_sm", "DRAM bytes per SM clock, per SM", False,
-             lambda s: _bytes_per_clock(s) / s.sms, _diag_bytes_per_clock_per_sm,
-             "The whole chip's bytes per clock, shared among its SMs."),
-    Quantity("ridge_flops_per_byte", "FP32 ridge point in FLOP/byte", False,
-             _ridge, _diag_ridge,
-             "Peak FP32 FLOP/s divided by memory bandwidth in bytes/s."),
-)
-
-
-def _judge_number(raw: Any, expected: float, exact: bool) -> tuple[bool, str | None, float | None]:
-    """(right, problem with the value's form, the value as a float)."""
-    if raw is None:
-        return False, "not answered yet (still None)", None
-    got = as_number(raw)
-    if got is None:
-        return False, f"{raw!r} is not a finite number", None
-    right = got == expected if exact else close(got, expected, RTOL_NUMBERS)
-    return right, None, got
+def hardware_101_questions(spec: GpuSpec) -> tuple[NumericQuestion, ...]:
+    """The questions of hardware_101 about the GPU whose spec sheet is spec."""
+    cc = _cc(spec)
+    return (
+        NumericQuestion("threads_per_warp", "threads per warp", 32,
+                        hint="A warp is the group of threads an SM issues one instruction for; "
+                             "its size has been the same on every NVIDIA GPU."),
+        NumericQuestion("max_warps_per_sm", "max resident warps per SM", spec.max_warps_per_sm,
+                        diagnose=partial(_diag_warps, spec=spec),
+                        hint="Look up 'maximum number of resident warps per SM' for compute "
+                             f"capability {cc}."),
+        NumericQuestion("max_threads_per_block", "max threads per block",
+                        spec.max_threads_per_block,
+                        diagnose=partial(_diag_threads_per_block, spec=spec),
+                        hint="Look up 'maximum number of threads per block' for compute "
+                             f"capability {cc}."),
+        NumericQuestion("registers_per_sm", "32-bit registers per SM", spec.regs_per_sm,
+                        diagnose=partial(_diag_registers, spec=spec),
+                        hint="Look up 'number of 32-bit registers per SM' for compute "
+                             f"capability {cc}."),
+        NumericQuestion("smem_per_sm_kib", "shared memory per SM in KiB", spec.smem_per_sm_kb,
+                        diagnose=partial(_diag_smem, spec=spec),
+                        hint="Look up 'maximum amount of shared memory per SM' for compute "
+                             f"capability {cc}."),
+        NumericQuestion("dram_bytes_per_clock", "DRAM bytes per SM clock, whole chip",
+                        _bytes_per_clock(spec), rtol=RTOL_NUMBERS,
+                        diagnose=partial(_diag_bytes_per_clock, spec=spec),
+                        hint="Bandwidth in bytes/s divided by the boost clock in cycles/s."),
+        NumericQuestion("dram_bytes_per_clock_per_sm", "DRAM bytes per SM clock, per SM",
+                        _bytes_per_clock(spec) / spec.sms, rtol=RTOL_NUMBERS,
+                        diagnose=partial(_diag_bytes_per_clock_per_sm, spec=spec),
+                        hint="The whole chip's bytes per clock, shared among its SMs."),
+        NumericQuestion("ridge_flops_per_byte", "FP32 ridge point in FLOP/byte", _ridge(spec),
+                        rtol=RTOL_NUMBERS, diagnose=partial(_diag_ridge, spec=spec),
+                        hint="Peak FP32 FLOP/s divided by memory bandwidth in bytes/s."),
+    )
 
 
 def check_hardware_101(answer: Any) -> Verdict:
-    keys = [q.key for q in HARDWARE_101]
     if not isinstance(answer, Mapping):
-        return Verdict(False, "Pass the dict `hardware_101` from the answer cell, with the keys "
-                              f"{', '.join(keys)}.")
+        # The keys are the same for every GPU: no need to ask the driver which one this is.
+        return ask_for_numbers("hardware_101", hardware_101_questions(default_spec()))
     gpu = core.reference_gpu()
-    spec = gpu.spec
-    lines = [f"Checked against the spec sheet of {gpu.describe()}."]
-    passed = True
-    for q in HARDWARE_101:
-        expected = q.truth(spec)
-        if q.key not in answer:
-            passed = False
-            lines.append(f"\u2718 {q.key}: missing from your dict.")
-            continue
-        right, problem, got = _judge_number(answer[q.key], expected, q.exact)
-        if right:
-            lines.append(f"\u2714 {q.key}: {q.label}")
-            continue
-        passed = False
-        if problem:
-            lines.append(f"\u2718 {q.key} ({q.label}): {problem}.")
-            continue
-        rule = "must be exact" if q.exact else f"must be within {RTOL_NUMBERS:.0%}"
-        hint = q.diagnose(got, spec) or q.hint.format(cc=_cc(spec))
-        lines.append(f"\u2718 {q.key} ({q.label}): {fmt(got)} is not right; it {rule}.\n"
-                     f"  Hint: {hint}")
-    return Verdict(passed, "\n".join(lines))
+    return check_numbers(answer, hardware_101_questions(gpu.spec),
+                         heading=f"Checked against the spec sheet of {gpu.describe()}.")
 
 
 # ================================================================== roofline
@@ -544,7 +492,7 @@ def check_roofline_01(answer: Any) -> Verdict:
         if not isinstance(entry, Mapping):
             passed = False
             what = "missing" if entry is None else f"{entry!r} is not a dict"
-            lines.append(f"\u2718 {task.name}: {what}; give a dict with "
+            lines.append(f"{NO} {task.name}: {what}; give a dict with "
                          + ", ".join(ROOFLINE_FIELDS) + ".")
             continue
         truth = _task_truth(task, spec)
@@ -554,11 +502,11 @@ def check_roofline_01(answer: Any) -> Verdict:
             if field not in entry:
                 problems.append(f"{field}: missing from the dict.")
                 continue
-            right, problem, got = _judge_number(entry[field], truth[field], exact=False)
-            if right:
-                continue
+            got, problem = read_number(entry[field])
             if problem:
                 problems.append(f"{field}: {problem}.")
+                continue
+            if close(got, truth[field], RTOL_NUMBERS):
                 continue
             hint = {
                 "flops": lambda: _diag_flops(task, got),
@@ -569,9 +517,9 @@ def check_roofline_01(answer: Any) -> Verdict:
             problems.append(f"{field}: {fmt(got)} is not right.\n    Hint: {hint}")
         if problems:
             passed = False
-            lines.append(f"\u2718 {task.name} ({task.size}):\n  " + "\n  ".join(problems))
+            lines.append(f"{NO} {task.name} ({task.size}):\n  " + "\n  ".join(problems))
         else:
-            lines.append(f"\u2714 {task.name} ({task.size}): FLOPs, bytes, intensity and time.")
+            lines.append(f"{OK} {task.name} ({task.size}): FLOPs, bytes, intensity and time.")
     return Verdict(passed, "\n".join(lines))
 
 

@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from grader.derivations.core import Prompt, Verdict, as_number, close, fmt
+from grader.derivations.core import (NO, OK, Called, NumericQuestion, Prompt, Verdict,
+                                     as_float_array, as_number, ask_for_numbers, call_learner,
+                                     check_numbers, close, fmt, functions_verdict,
+                                     missing_functions, read_number, worst_entry)
 
 EXERCISE = "04"
-
-OK, NO = "\u2714", "\u2718"
 
 # Hand derivations agree with float64 autograd to rounding.
 RTOL_CALCULUS, ATOL_CALCULUS = 1e-9, 1e-12
@@ -39,65 +40,17 @@ RTOL_COSTS = 0.02
 
 # ================================================================== calling the learner
 
-@dataclass(frozen=True)
-class Called:
-    """What a learner's function gave back, or the message about why it gave nothing usable."""
+OVERFLOW_HINT = ("exp() of a large positive number overflows; measured from the right maximum, "
+                 "every exponent is <= 0.")
 
-    value: Any
-    problem: str | None
+
+def _overflow_hint(err: Exception) -> str | None:
+    return OVERFLOW_HINT if isinstance(err, OverflowError) else None
 
 
 def _call(name: str, fn: Any, args: tuple, where: str) -> Called:
-    if not callable(fn):
-        return Called(None, f"{name}: expected your function {name}, got {type(fn).__name__} "
-                            "(pass the function itself, without calling it).")
-    try:
-        value = fn(*args)
-    except NotImplementedError:
-        return Called(None, f"{name}: not written yet (it raises NotImplementedError).")
-    except OverflowError as err:
-        return Called(None, f"{name} raised OverflowError: {err}\n  when called with {where}.\n"
-                            "  Hint: exp() of a large positive number overflows; measured from the "
-                            "right maximum, every exponent is <= 0.")
-    except Exception as err:
-        return Called(None, f"{name} raised {type(err).__name__}: {err}\n"
-                            f"  when called with {where}.")
-    if value is None:
-        return Called(None, f"{name} returned None for {where}: did you forget `return`?")
-    return Called(value, None)
-
-
-def _as_float_array(name: str, raw: Any) -> tuple[np.ndarray | None, str | None]:
-    try:
-        return np.asarray(raw, dtype=np.float64), None
-    except (TypeError, ValueError) as err:
-        return None, (f"{name} returned {type(raw).__name__}, which is not an array of numbers "
-                      f"({err}).")
-
-
-def _worst(got: np.ndarray, expected: np.ndarray) -> str:
-    error = np.abs(got - expected)
-    worst = np.unravel_index(int(np.argmax(error)), error.shape)
-    index = ", ".join(str(int(i)) for i in worst)
-    return f"worst entry [{index}]: expected {expected[worst]:.6g}, got {got[worst]:.6g}"
-
-
-def _missing_functions(answer: Any, names: Sequence[str]) -> Verdict | None:
-    if not isinstance(answer, Mapping):
-        return Verdict(False, "Pass a dict of your functions, like the template: "
-                              + "{" + ", ".join(f'"{n}": {n}' for n in names) + "}.")
-    missing = [n for n in names if n not in answer]
-    if missing:
-        return Verdict(False, f"The answer dict lacks {', '.join(repr(n) for n in missing)}; "
-                              "it needs one entry per function of the prompt.")
-    return None
-
-
-def _verdict(lines_by_name: list[tuple[str, str | None, str]]) -> Verdict:
-    """One line per function: (name, problem or None, what passing means)."""
-    lines = [f"{NO} {problem}" if problem else f"{OK} {name}: {good}"
-             for name, problem, good in lines_by_name]
-    return Verdict(all(problem is None for _, problem, _ in lines_by_name), "\n".join(lines))
+    """Every function of this exercise exponentiates, so an OverflowError gets its own hint."""
+    return call_learner(name, fn, args, where, crash_hint=_overflow_hint)
 
 
 # ================================================================== 1 · the softmax Jacobian
@@ -209,7 +162,7 @@ def _check_calculus_function(name: str, fn: Any, cases: list[JacobianCase],
         called = _call(name, fn, args, where)
         if called.problem:
             return called.problem
-        got, problem = _as_float_array(name, called.value)
+        got, problem = as_float_array(name, called.value)
         if problem:
             return problem
         if got.shape != expected.shape:
@@ -223,7 +176,7 @@ def _check_calculus_function(name: str, fn: Any, cases: list[JacobianCase],
                     else _slip_hint(JACOBIAN_SLIPS, (y, e), got))
             hint = hint or ("Differentiate y_i = exp(z_i) / sum_k exp(z_k) with the quotient rule, "
                             "separately for i == j and i != j, then write both cases with y.")
-            return (f"{name}: wrong values for {case.describe()}.\n  {_worst(got, expected)}\n"
+            return (f"{name}: wrong values for {case.describe()}.\n  {worst_entry(got, expected)}\n"
                     f"  Hint: {hint}")
     return None
 
@@ -248,7 +201,7 @@ def _vjp_peak_bytes(fn: Callable, seed: int = 7) -> int:
 
 def check_softmax_jacobian(answer: Any) -> Verdict:
     names = ("softmax_jacobian", "softmax_vjp")
-    refused = _missing_functions(answer, names)
+    refused = missing_functions(answer, names)
     if refused:
         return refused
     cases = jacobian_cases()
@@ -268,25 +221,10 @@ def check_softmax_jacobian(answer: Any) -> Verdict:
                            "disappears into one inner product.")
         results.append((name, problem, f"matches torch autograd on all {len(cases)} random cases"
                         + (", without forming J." if name == "softmax_vjp" else ".")))
-    return _verdict(results)
+    return functions_verdict(results)
 
 
 # ================================================================== 2a · float limits
-
-@dataclass(frozen=True)
-class Number:
-    """A number the learner derives, how close it must be, and the mistakes worth naming."""
-
-    key: str
-    label: str
-    truth: float
-    atol: float
-    diagnose: Callable[[float], str | None]
-    hint: str
-
-    def rule(self) -> str:
-        return "must be exact" if self.atol == 0 else f"must be within {self.atol:g}"
-
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 FLOAT64_MAX = float(np.finfo(np.float64).max)
@@ -348,57 +286,31 @@ def _diag_denominator_max(got: float) -> str | None:
 
 
 SOFTMAX_NUMBERS = (
-    Number("exp_overflow_float32", "the largest x with a finite float32 exp(x)", EXP_LIMIT_FLOAT32,
-           0.01, _diag_exp_limit(32),
-           "exp(x) is finite while it does not exceed the largest finite float32; "
-           "np.finfo(np.float32) knows that value."),
-    Number("exp_overflow_float64", "the largest x with a finite float64 exp(x)", EXP_LIMIT_FLOAT64,
-           0.01, _diag_exp_limit(64),
-           "exp(x) is finite while it does not exceed the largest finite float64."),
-    Number("shift_difference", "max_i |softmax(z + c)_i - softmax(z)_i| in exact arithmetic", 0.0,
-           0.0, _diag_shift, "Write softmax(z + c)_i out and simplify."),
-    Number("denominator_min", "the smallest possible sum_j exp(z_j - max(z))", 1.0, 1e-9,
-           _diag_denominator_min,
-           "One term of the sum is known exactly whatever the row holds; the others are >= 0."),
-    Number("denominator_max", f"the largest possible sum_j exp(z_j - max(z)) over {ROW_LENGTH:,} "
-           "entries", float(ROW_LENGTH), 1e-9, _diag_denominator_max,
-           "After the shift every exponent is <= 0: bound each term, then the sum."),
+    NumericQuestion("exp_overflow_float32", "the largest x with a finite float32 exp(x)",
+                    EXP_LIMIT_FLOAT32, atol=0.01, diagnose=_diag_exp_limit(32),
+                    hint="exp(x) is finite while it does not exceed the largest finite float32; "
+                         "np.finfo(np.float32) knows that value."),
+    NumericQuestion("exp_overflow_float64", "the largest x with a finite float64 exp(x)",
+                    EXP_LIMIT_FLOAT64, atol=0.01, diagnose=_diag_exp_limit(64),
+                    hint="exp(x) is finite while it does not exceed the largest finite float64."),
+    NumericQuestion("shift_difference",
+                    "max_i |softmax(z + c)_i - softmax(z)_i| in exact arithmetic", 0.0,
+                    diagnose=_diag_shift, hint="Write softmax(z + c)_i out and simplify."),
+    NumericQuestion("denominator_min", "the smallest possible sum_j exp(z_j - max(z))", 1.0,
+                    atol=1e-9, diagnose=_diag_denominator_min,
+                    hint="One term of the sum is known exactly whatever the row holds; the "
+                         "others are >= 0."),
+    NumericQuestion("denominator_max",
+                    f"the largest possible sum_j exp(z_j - max(z)) over {ROW_LENGTH:,} entries",
+                    float(ROW_LENGTH), atol=1e-9, diagnose=_diag_denominator_max,
+                    hint="After the shift every exponent is <= 0: bound each term, then the sum."),
 )
 
 
-def _judge(raw: Any, number: Number) -> tuple[bool, str | None, float | None]:
-    """(right, a problem with the value's form, the value as a float)."""
-    if raw is None:
-        return False, "not answered yet (still None)", None
-    got = as_number(raw)
-    if got is None:
-        return False, f"{raw!r} is not a finite number", None
-    return abs(got - number.truth) <= number.atol, None, got
-
-
 def check_softmax_numbers(answer: Any) -> Verdict:
-    keys = [n.key for n in SOFTMAX_NUMBERS]
     if not isinstance(answer, Mapping):
-        return Verdict(False, "Pass the dict `softmax_numbers` from the answer cell, with the keys "
-                              f"{', '.join(keys)}.")
-    lines, passed = [], True
-    for number in SOFTMAX_NUMBERS:
-        if number.key not in answer:
-            passed = False
-            lines.append(f"{NO} {number.key}: missing from your dict.")
-            continue
-        right, problem, got = _judge(answer[number.key], number)
-        if right:
-            lines.append(f"{OK} {number.key}: {number.label}")
-            continue
-        passed = False
-        if problem:
-            lines.append(f"{NO} {number.key} ({number.label}): {problem}.")
-            continue
-        hint = number.diagnose(got) or number.hint
-        lines.append(f"{NO} {number.key} ({number.label}): {fmt(got)} is not right; it "
-                     f"{number.rule()}.\n  Hint: {hint}")
-    return Verdict(passed, "\n".join(lines))
+        return ask_for_numbers("softmax_numbers", SOFTMAX_NUMBERS)
+    return check_numbers(answer, SOFTMAX_NUMBERS)
 
 
 # ================================================================== 2b · a stable softmax
@@ -486,19 +398,20 @@ def _check_stable_softmax(fn: Any) -> str | None:
                 hint = f"Probabilities sum to 1; yours sum to {total:.6g}."
             else:
                 hint = "y_i = exp(z_i - m) / sum_j exp(z_j - m) with m = max(z)."
-            return (f"{name}: wrong values for {case.describe()}.\n  {_worst(got64, expected)}\n"
-                    f"  Hint: {hint}")
+            return (f"{name}: wrong values for {case.describe()}.\n"
+                    f"  {worst_entry(got64, expected)}\n  Hint: {hint}")
     return None
 
 
 def check_stable_softmax(answer: Any) -> Verdict:
-    refused = _missing_functions(answer, ("stable_softmax",))
+    refused = missing_functions(answer, ("stable_softmax",))
     if refused:
         return refused
     cases = stable_softmax_cases()
     good = (f"finite and within {RTOL_FLOAT32:g} of float64 on all {len(cases)} cases, "
             f"{sum(c.large for c in cases)} of them with logits far beyond exp's range.")
-    return _verdict([("stable_softmax", _check_stable_softmax(answer["stable_softmax"]), good)])
+    return functions_verdict([("stable_softmax", _check_stable_softmax(answer["stable_softmax"]),
+                               good)])
 
 
 # ================================================================== 3 · the online softmax
@@ -753,7 +666,7 @@ def _check_flash_update(fn: Any, streams: list[Stream]) -> str | None:
                 f"  expected m = {m_true:.10g}, l = {l_true:.10g}; got m = {m:.10g}, l = {l:.10g}"
                 + ("" if acc.shape != acc_true.shape or np.allclose(acc, acc_true, rtol=RTOL_ONLINE,
                                                                    atol=ATOL_ONLINE)
-                   else f"\n  acc: {_worst(acc, acc_true)}")
+                   else f"\n  acc: {worst_entry(acc, acc_true)}")
                 + f"\n  Hint: {_diagnose_flash_update(stream, got)}")
     return None
 
@@ -766,7 +679,7 @@ def _check_flash_finalize(fn: Any, streams: list[Stream]) -> str | None:
                        f"the state (m, l, acc) at the end of {stream.label}")
         if called.problem:
             return called.problem
-        got, problem = _as_float_array(name, called.value)
+        got, problem = as_float_array(name, called.value)
         if problem:
             return problem
         expected = softmax64(stream.xs) @ stream.values
@@ -781,17 +694,17 @@ def _check_flash_finalize(fn: Any, streams: list[Stream]) -> str | None:
         else:
             hint = "o is the weighted average of the value rows: acc holds the weighted sum."
         return (f"{name}: wrong output row for {stream.label}, compared with softmax(s) @ v.\n"
-                f"  {_worst(got, expected)}\n  Hint: {hint}")
+                f"  {worst_entry(got, expected)}\n  Hint: {hint}")
     return None
 
 
 def check_online_softmax(answer: Any) -> Verdict:
     names = ("online_update", "online_update_block", "flash_update", "flash_finalize")
-    refused = _missing_functions(answer, names)
+    refused = missing_functions(answer, names)
     if refused:
         return refused
     streams, rows = online_streams(), attention_streams()
-    return _verdict([
+    return functions_verdict([
         ("online_update", _check_online_function("online_update", answer["online_update"],
                                                  streams, block=False),
          f"agrees with the two-pass (max, sum) on all {len(streams)} streams."),
@@ -960,13 +873,9 @@ def check_attention_costs(answer: Any) -> Verdict:
             if field not in entry:
                 problems.append(f"{field}: missing from the dict.")
                 continue
-            raw = entry[field]
-            if raw is None:
-                problems.append(f"{field}: not answered yet (still None).")
-                continue
-            got = mine[field]
-            if got is None:
-                problems.append(f"{field}: {raw!r} is not a finite number.")
+            got, problem = read_number(entry[field])
+            if problem:
+                problems.append(f"{field}: {problem}.")
                 continue
             if _is(got, truth[field]):
                 continue
