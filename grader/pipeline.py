@@ -67,7 +67,7 @@ def grade(exercise_id: str, options: Options | None = None, progress: Progress |
     try:
         toolchain = Toolchain.find()
     except ToolchainError as exc:
-        result.tasks = [_not_run(t, submission, "not compiled: nvcc was not found") for t in tasks]
+        result.tasks = [_not_run(t, "not compiled: nvcc was not found") for t in tasks]
         result.notice = str(exc)
         result.seconds = time.perf_counter() - started
         return result
@@ -190,14 +190,14 @@ def _sanitize(exercise: Exercise, ready: list[Task], by_name: dict[str, TaskResu
                           "correctness cases (the sanitizer run is not timed and gives no points)")
 
 
-def _not_run(task: Task, submission: Path, summary: str) -> TaskResult:
+def _not_run(task: Task, summary: str) -> TaskResult:
     return TaskResult(task.name, task.source, "not run", summary,
                       points=Points(0, 0, task.points.correct, task.points.speed), cases_total=len(task.cases))
 
 
 def _build_task(exercise: Exercise, task: Task, submission: Path, arch: str, toolchain: Toolchain) -> TaskResult:
     source = submission / task.source
-    tr = _not_run(task, submission, "")
+    tr = _not_run(task, "")
     if not source.is_file():
         tr.status, tr.summary = "failed", f"{task.source} is missing from {submission}"
         tr.error = {"kind": "missing file", "message": tr.summary}

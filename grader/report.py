@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import html
-from typing import Iterable
-
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
@@ -249,11 +247,3 @@ def _roofline_img(r: GradeResult) -> str:
     import base64
     data = base64.b64encode(png).decode()
     return f'<div><img alt="roofline" style="max-width: 820px" src="data:image/png;base64,{data}"></div>'
-
-
-def plain_lines(r: GradeResult) -> Iterable[str]:
-    """The table as plain text, for logs."""
-    from rich.console import Console
-    console = Console(width=140, record=True, file=open("/dev/null", "w"))
-    console.print(render_rich(r))
-    return console.export_text().splitlines()
