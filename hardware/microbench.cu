@@ -143,17 +143,18 @@ constexpr int kSmemLoads = 8;     // loads per loop trip
 __device__ inline float fold(float v) { return v; }
 __device__ inline float fold(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 
-// Shared-memory loads the compiler must issue as written. With plain C++ loads it noticed that
-// the addresses repeat every few trips over a buffer nothing writes, and merged the repeats
-// (LDS count in the SASS below the loads counted), which inflated the bandwidth threefold.
+// Shared-memory loads the compiler must issue as written. The addresses repeat every few trips
+// over a buffer nothing writes, so both compilers merge the repeats of plain loads (fewer LDS in
+// the SASS than loads counted, a bandwidth inflated past the hardware's peak): an `asm volatile`
+// stops the front end, and only a PTX `ld.volatile` stops ptxas as well.
 __device__ inline float lds(const float* p) {
     float v;
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"((unsigned)__cvta_generic_to_shared(p)));
+    asm volatile("ld.volatile.shared.f32 %0, [%1];" : "=f"(v) : "r"((unsigned)__cvta_generic_to_shared(p)));
     return v;
 }
 __device__ inline float4 lds(const float4* p) {
     float4 v;
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+    asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
                  : "r"((unsigned)__cvta_generic_to_shared(p)));
     return v;
@@ -175,6 +176,9 @@ __global__ void smem_kernel(float* sink, int iters) {
     }
     __syncthreads();
     T acc0{}, acc1{};
+    // One trip per loop body: the SASS then shows exactly kSmemLoads LDS per trip (a CPU test
+    // checks it), and no unrolled copy can share a load with another.
+#pragma unroll 1
     for (int it = 0; it < iters; ++it) {
         int base = (it * 32 * kSmemLoads + threadIdx.x) & (kSmemElems - 1);
 #pragma unroll

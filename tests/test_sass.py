@@ -65,3 +65,29 @@ def test_bf16_attention_solution_runs_on_tensor_cores(tmp_path: Path) -> None:
 def test_memory_bound_solutions_use_16_byte_loads(task: str, tmp_path: Path) -> None:
     kernels = sass(solutions_dir() / "01_foundations" / f"{task}.cu", tmp_path)
     assert any(re.search(r"\bLDG\.E\.128\b", body) for body in kernels.values()), f"{task}: no 16-byte loads"
+
+
+def _loop_bodies(body: str) -> list[str]:
+    """The instructions of each loop in a kernel's SASS: from a backward branch's target up to it."""
+    lines = re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", body)
+    at = [(int(addr, 16), text.strip()) for addr, text in lines]
+    loops = []
+    for i, (addr, text) in enumerate(at):
+        branch = re.search(r"\bBRA\s+(?:`\(\.L_x_\d+\)|0x([0-9a-f]+))", text)
+        if branch and branch.group(1) and int(branch.group(1), 16) < addr:
+            target = int(branch.group(1), 16)
+            loops.append("\n".join(t for a, t in at[:i + 1] if a >= target))
+    return loops
+
+
+@pytest.mark.parametrize("element, load", [("f", r"LDS\b(?!\.)"), ("6float4", r"LDS\.128\b")])
+def test_shared_memory_microbenchmark_issues_every_load_it_counts(element: str, load: str, tmp_path: Path) -> None:
+    """`grade hardware` divides the bytes its loop asks for by the time taken; if the compiler
+    merges loads that repeat an address, the figure exceeds what the hardware can do."""
+    source = Path(__file__).resolve().parents[1] / "hardware" / "microbench.cu"
+    per_trip = int(re.search(r"constexpr int kSmemLoads = (\d+);", source.read_text()).group(1))
+    kernels = sass(source, tmp_path)
+    body = kernels[f"_Z11smem_kernelI{element}EvPfi"]
+    counts = [len(re.findall(load, loop)) for loop in _loop_bodies(body)]
+    assert per_trip in counts, f"loads per loop trip in the SASS: {counts}, expected one loop with {per_trip}"
+    assert all(c in (0, per_trip) for c in counts), f"loads per loop trip in the SASS: {counts}"
