@@ -168,6 +168,7 @@ def _sanitize(exercise: Exercise, ready: list[Task], by_name: dict[str, TaskResu
         outcome = run_worker(exercise, [t.name for t in ready], libraries, seed, timing=False, device=device,
                              launch=launch)
         findings = sanitize.parse(log.read_text(errors="replace") if log.exists() else "", tool, sources)
+        sanitize.keep(log, tool)
         log.unlink(missing_ok=True)
         for t in ready:
             tr = by_name[t.name]
@@ -183,8 +184,9 @@ def _sanitize(exercise: Exercise, ready: list[Task], by_name: dict[str, TaskResu
         if tr.sanitizer:
             first = tr.sanitizer[0]
             tr.status = "failed"
-            tr.summary = (f"compute-sanitizer {first['tool']} found {len(tr.sanitizer)} problem(s); first at "
-                          f"{first['location']}: {first['message']}")
+            count = len(tr.sanitizer)
+            tr.summary = (f"compute-sanitizer {first['tool']} found {count} problem{'s' if count > 1 else ''}"
+                          f"{'; the first' if count > 1 else ''} at {first['location']}: {first['message']}")
         elif tr.status == "passed":
             tr.summary = (f"compute-sanitizer memcheck and racecheck found nothing in {tr.cases_passed} "
                           "correctness cases (the sanitizer run is not timed and gives no points)")

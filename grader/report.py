@@ -148,8 +148,11 @@ def detail_lines(t: TaskResult) -> list[str]:
         lines.append(f"case: {failing.case}")
     if t.build and t.build.ok and t.build.log:
         lines.append("compiler warnings:\n" + t.build.log)
-    for finding in t.sanitizer[:5]:
-        lines.append(f"{finding['tool']}: {finding['message']}")
+    shown = [f for f in t.sanitizer if f["message"] not in t.summary][:5]   # the summary holds the first
+    for finding in shown:
+        lines.append(f"{finding['tool']} at {finding['location']}: {finding['message']}")
+    if len(t.sanitizer) > len(shown) + 1:
+        lines.append(f"... {len(t.sanitizer) - len(shown) - 1} more (S2S_KEEP_SANITIZER_LOG=DIR keeps the full logs)")
     for line in (roofline_line(t), vendor_line(t)):
         if line:
             lines.append(line)

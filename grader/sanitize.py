@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,15 @@ def parse(text: str, tool: str, sources: dict[str, str]) -> dict[str, list[Findi
                 out.setdefault(task, []).append(Finding(tool, message[:500], f"{name}:{m.group(2)}"))
                 break
     return out
+
+
+def keep(log: Path, tool: str) -> None:
+    """Copies the sanitizer's raw log into the folder S2S_KEEP_SANITIZER_LOG names, if set
+    (for recording test fixtures and for reading what the summary shortened)."""
+    folder = os.environ.get("S2S_KEEP_SANITIZER_LOG")
+    if folder and log.exists():
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.copy(log, Path(folder) / f"{tool}.log")
 
 
 def log_path() -> Path:
