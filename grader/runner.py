@@ -100,6 +100,7 @@ def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[s
                                                  log, outcome, launch)
             log.seek(0, os.SEEK_END)
             size = log.tell()
+            _blame_the_output(outcome.results.get(current or ""), size)
             log.seek(max(0, size - OUTPUT_TAIL_BYTES))
             text = log.read().decode(errors="replace")
             if text.strip():
@@ -234,6 +235,17 @@ def _read_available(fd: int) -> bytes:
             break
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+PRINTED_A_LOT_BYTES = 1 << 20
+
+
+def _blame_the_output(result: dict[str, Any] | None, printed: int) -> None:
+    """A task stopped at its deadline after printing megabytes: the printing is the likely cause."""
+    error = (result or {}).get("error") or {}
+    if error.get("kind") == "timeout" and printed >= PRINTED_A_LOT_BYTES:
+        error["message"] += (f"; the code had printed {printed / (1 << 20):.0f} MB by then: printf, above all "
+                             "in a kernel, is slow, so remove debugging output before grading")
 
 
 def _failure(task: str, kind: str, message: str) -> dict[str, Any]:

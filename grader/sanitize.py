@@ -57,6 +57,7 @@ def parse(text: str, tool: str, sources: dict[str, str]) -> dict[str, list[Findi
         elif records and line.strip() in ("=========", ""):
             records.append([]) if records[-1] else None
     out: dict[str, list[Finding]] = {}
+    seen: set[tuple[str, str]] = set()
     for record in filter(None, records):
         body = " ".join(record)
         for name, task in sources.items():
@@ -64,7 +65,11 @@ def parse(text: str, tool: str, sources: dict[str, str]) -> dict[str, list[Findi
             if m:
                 message = re.sub(r"\s+", " ", re.sub(r"\([^()]*\)\+0x[0-9a-f]+", "", body))
                 message = message.replace(m.group(1), name)
-                out.setdefault(task, []).append(Finding(tool, message[:500], f"{name}:{m.group(2)}"))
+                # The same hazard, met again in the next correctness case, is one problem.
+                key = (task, re.sub(r"\[\d+ hazards?\]|0x[0-9a-f]+|\(\d+,\d+,\d+\)", "", message))
+                if key not in seen:
+                    seen.add(key)
+                    out.setdefault(task, []).append(Finding(tool, message[:500], f"{name}:{m.group(2)}"))
                 break
     return out
 
