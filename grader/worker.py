@@ -331,8 +331,8 @@ def verify_after_call(entry: Entry, prep: Prepared) -> tuple[str, str] | None:
     launch = entry.launch_error()
     if launch:
         return "launch error", (f"a kernel launch failed: {launch} (check the launch configuration: at most "
-                                f"1024 threads per block, a grid of at least one block, and no more dynamic "
-                                f"shared memory than the kernel was allowed)")
+                                "1024 threads per block, a grid of at least one block, and no more dynamic "
+                                "shared memory than the kernel was allowed)")
     for buf in prep.inputs + prep.outputs:
         if not buf.guards_intact():
             return "out of bounds", (f"memory just outside '{buf.arg.name}' was overwritten: a kernel wrote past "
