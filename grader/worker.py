@@ -82,7 +82,6 @@ class Buffer:
         return self.raw[self.guard:self.guard + self.payload_bytes]
 
     def tensor(self):
-        import torch
         return self.payload_u8().view(torch_dtype(self.arg.dtype)).view(self.dims)
 
     def guards_intact(self) -> bool:

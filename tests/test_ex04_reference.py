@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
-import math
 import re
 import shutil
 import subprocess

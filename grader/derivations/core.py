@@ -322,3 +322,48 @@ def check_numbers(answer: Mapping[str, Any], questions: Sequence[NumericQuestion
             lines.append(f"{NO} {q.key} ({q.label}): {fmt(got)} is not right; it {q.rule()}.\n"
                          f"  Hint: {q.diagnose(got) or q.hint}")
     return Verdict(passed, "\n".join(lines))
+
+
+# ------------------------------------------------------------------ prompts of tables of numbers
+
+@dataclass(frozen=True)
+class TableRow:
+    """One row of a table prompt: the dict of numbers the learner gives under ``key`` (a task, a
+    shape), what the key stands for, the true numbers, and the hint for a wrong field."""
+
+    key: str
+    label: str
+    truth: Callable[[], Mapping[str, float]]
+    hint: Callable[[str, float, Mapping[str, float | None]], str]  # (field, got, the learner's row)
+
+
+def check_table(answer: Mapping[str, Any], rows: Sequence[TableRow], fields: Sequence[str], *,
+                accepts: Callable[[float, float], bool], wrong: str, right: str) -> tuple[bool, list[str]]:
+    """One line per row: a right row named with ``right``, a wrong one with a line per wrong field
+    (``wrong`` follows the learner's value) and its hint. Returns (all right, lines)."""
+    lines, passed = [], True
+    for row in rows:
+        entry = answer.get(row.key)
+        if not isinstance(entry, Mapping):
+            passed = False
+            what = "missing" if entry is None else f"{entry!r} is not a dict"
+            lines.append(f"{NO} {row.key}: {what}; give a dict with " + ", ".join(fields) + ".")
+            continue
+        truth = row.truth()
+        mine = {f: as_number(entry.get(f)) for f in fields}
+        problems = []
+        for field in fields:
+            if field not in entry:
+                problems.append(f"{field}: missing from the dict.")
+                continue
+            got, problem = read_number(entry[field])
+            if problem:
+                problems.append(f"{field}: {problem}.")
+            elif not accepts(got, truth[field]):
+                problems.append(f"{field}: {fmt(got)} {wrong}\n    Hint: {row.hint(field, got, mine)}")
+        if problems:
+            passed = False
+            lines.append(f"{NO} {row.key} ({row.label}):\n  " + "\n  ".join(problems))
+        else:
+            lines.append(f"{OK} {row.key} ({row.label}): {right}")
+    return passed, lines

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from grader.derivations import core
-from grader.derivations.core import (NO, OK, Called, NumericQuestion, Prompt, Verdict,
-                                     as_float_array, as_number, ask_for_numbers, call_learner,
-                                     check_numbers, close, fmt, functions_verdict,
-                                     missing_functions, read_number, worst_entry)
+from grader.derivations.core import (Called, NumericQuestion, Prompt, TableRow, Verdict,
+                                     as_float_array, ask_for_numbers, call_learner,
+                                     check_numbers, check_table, close, functions_verdict,
+                                     missing_functions, worst_entry)
 from hardware.specs import GpuSpec, default_spec
 
 EXERCISE = "01"
@@ -485,42 +485,21 @@ def check_roofline_01(answer: Any) -> Verdict:
                               "task, each with " + ", ".join(ROOFLINE_FIELDS) + ".")
     gpu = core.reference_gpu()
     spec = gpu.spec
-    lines = [f"Times checked against the spec sheet of {gpu.describe()}."]
-    passed = True
-    for task in TASKS:
-        entry = answer.get(task.name)
-        if not isinstance(entry, Mapping):
-            passed = False
-            what = "missing" if entry is None else f"{entry!r} is not a dict"
-            lines.append(f"{NO} {task.name}: {what}; give a dict with "
-                         + ", ".join(ROOFLINE_FIELDS) + ".")
-            continue
-        truth = _task_truth(task, spec)
-        mine = {f: as_number(entry.get(f)) for f in ROOFLINE_FIELDS}
-        problems = []
-        for field in ROOFLINE_FIELDS:
-            if field not in entry:
-                problems.append(f"{field}: missing from the dict.")
-                continue
-            got, problem = read_number(entry[field])
-            if problem:
-                problems.append(f"{field}: {problem}.")
-                continue
-            if close(got, truth[field], RTOL_NUMBERS):
-                continue
-            hint = {
-                "flops": lambda: _diag_flops(task, got),
-                "bytes": lambda: _diag_bytes(task, got),
-                "intensity": lambda: _diag_intensity(task, got, mine),
-                "time_us": lambda: _diag_time(task, got, mine, spec),
-            }[field]()
-            problems.append(f"{field}: {fmt(got)} is not right.\n    Hint: {hint}")
-        if problems:
-            passed = False
-            lines.append(f"{NO} {task.name} ({task.size}):\n  " + "\n  ".join(problems))
-        else:
-            lines.append(f"{OK} {task.name} ({task.size}): FLOPs, bytes, intensity and time.")
-    return Verdict(passed, "\n".join(lines))
+
+    def hint(task: Task, field: str, got: float, mine: Mapping[str, float | None]) -> str:
+        return {
+            "flops": lambda: _diag_flops(task, got),
+            "bytes": lambda: _diag_bytes(task, got),
+            "intensity": lambda: _diag_intensity(task, got, mine),
+            "time_us": lambda: _diag_time(task, got, mine, spec),
+        }[field]()
+
+    rows = [TableRow(task.name, task.size, partial(_task_truth, task, spec), partial(hint, task))
+            for task in TASKS]
+    passed, lines = check_table(answer, rows, ROOFLINE_FIELDS,
+                                accepts=lambda got, truth: close(got, truth, RTOL_NUMBERS),
+                                wrong="is not right.", right="FLOPs, bytes, intensity and time.")
+    return Verdict(passed, "\n".join([f"Times checked against the spec sheet of {gpu.describe()}.", *lines]))
 
 
 # ================================================================== the prompts of exercise 01

@@ -14,15 +14,16 @@ import math
 import tracemalloc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 
-from grader.derivations.core import (NO, OK, Called, NumericQuestion, Prompt, Verdict,
-                                     as_float_array, as_number, ask_for_numbers, call_learner,
-                                     check_numbers, close, fmt, functions_verdict,
-                                     missing_functions, read_number, worst_entry)
+from grader.derivations.core import (Called, NumericQuestion, Prompt, TableRow, Verdict,
+                                     as_float_array, ask_for_numbers, call_learner,
+                                     check_numbers, check_table, close, fmt, functions_verdict,
+                                     missing_functions, worst_entry)
 
 EXERCISE = "04"
 
@@ -857,40 +858,17 @@ def check_attention_costs(answer: Any) -> Verdict:
         return Verdict(False, "Pass the dict `attention_costs` from the answer cell: one entry per "
                               "shape (" + ", ".join(s.key for s in SHAPES) + "), each with "
                               + ", ".join(COST_FIELDS) + ".")
-    lines, passed = [], True
-    for shape in SHAPES:
-        entry = answer.get(shape.key)
-        if not isinstance(entry, Mapping):
-            passed = False
-            what = "missing" if entry is None else f"{entry!r} is not a dict"
-            lines.append(f"{NO} {shape.key}: {what}; give a dict with "
-                         + ", ".join(COST_FIELDS) + ".")
-            continue
-        truth = shape.truth()
-        mine = {f: as_number(entry.get(f)) for f in COST_FIELDS}
-        problems = []
-        for field in COST_FIELDS:
-            if field not in entry:
-                problems.append(f"{field}: missing from the dict.")
-                continue
-            got, problem = read_number(entry[field])
-            if problem:
-                problems.append(f"{field}: {problem}.")
-                continue
-            if _is(got, truth[field]):
-                continue
-            hint = {"flops": lambda: _diag_flops(shape, got),
-                    "bytes_naive": lambda: _diag_bytes_naive(shape, got),
-                    "bytes_fused": lambda: _diag_bytes_fused(shape, got)}.get(
-                field, lambda: _diag_derived(field, shape, got, mine))()
-            problems.append(f"{field}: {fmt(got)} is not right (within {RTOL_COSTS:.0%}).\n"
-                            f"    Hint: {hint}")
-        if problems:
-            passed = False
-            lines.append(f"{NO} {shape.key} ({shape.describe()}):\n  " + "\n  ".join(problems))
-        else:
-            lines.append(f"{OK} {shape.key} ({shape.describe()}): FLOPs, bytes, ratio and "
-                         "intensities.")
+
+    def hint(shape: Shape, field: str, got: float, mine: Mapping[str, float | None]) -> str:
+        return {"flops": lambda: _diag_flops(shape, got),
+                "bytes_naive": lambda: _diag_bytes_naive(shape, got),
+                "bytes_fused": lambda: _diag_bytes_fused(shape, got)}.get(
+            field, lambda: _diag_derived(field, shape, got, mine))()
+
+    rows = [TableRow(shape.key, shape.describe(), shape.truth, partial(hint, shape)) for shape in SHAPES]
+    passed, lines = check_table(answer, rows, COST_FIELDS, accepts=_is,
+                                wrong=f"is not right (within {RTOL_COSTS:.0%}).",
+                                right="FLOPs, bytes, ratio and intensities.")
     return Verdict(passed, "\n".join(lines))
 
 
