@@ -148,11 +148,11 @@ def detail_lines(t: TaskResult) -> list[str]:
         lines.append(f"case: {failing.case}")
     if t.build and t.build.ok and t.build.log:
         lines.append("compiler warnings:\n" + t.build.log)
-    shown = [f for f in t.sanitizer if f["message"] not in t.summary][:5]   # the summary holds the first
-    for finding in shown:
+    rest = t.sanitizer[1:]          # the summary holds the first finding
+    for finding in rest[:5]:
         lines.append(f"{finding['tool']} at {finding['location']}: {finding['message']}")
-    if len(t.sanitizer) > len(shown) + 1:
-        lines.append(f"... {len(t.sanitizer) - len(shown) - 1} more (S2S_KEEP_SANITIZER_LOG=DIR keeps the full logs)")
+    if len(rest) > 5:
+        lines.append(f"... {len(rest) - 5} more (S2S_KEEP_SANITIZER_LOG=DIR keeps the full logs)")
     for line in (roofline_line(t), vendor_line(t)):
         if line:
             lines.append(line)

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from grader.build import BuildResult, KernelResources
 from grader.pipeline import describe_failure
-from grader.report import kernel_lines, render_html, render_rich
+from grader.report import detail_lines, kernel_lines, render_html, render_rich
 from grader.result import (CaseResult, Device, ExitCode, GradeResult, KernelProfile, Mismatch, Points, Profile,
                            Roofline, TaskResult, Timing)
 
@@ -330,3 +330,20 @@ def test_kernel_lines_without_optional_counters():
                       registers=None, block=None, grid=None, global_load_efficiency_pct=None,
                       global_store_efficiency_pct=None, bank_conflicts=None)
     assert kernel_lines(k) == ["k: 3.2 µs"]
+
+
+@pytest.mark.parametrize("count, shown, more", [(1, 0, None), (3, 2, None), (8, 5, "... 2 more")])
+def test_sanitizer_findings_after_the_first_are_listed_up_to_five(count: int, shown: int, more: str | None) -> None:
+    """The summary names the first finding; the details list the next five, then how many are left."""
+    findings = [{"tool": "racecheck", "location": f"reduce_sum.cu:{10 + i}", "message": f"Race number {i}"}
+                for i in range(count)]
+    task = TaskResult("reduce_sum", "reduce_sum.cu", "failed",
+                      f"compute-sanitizer racecheck found {count} problems; the first at reduce_sum.cu:10: Race number 0",
+                      sanitizer=findings, points=Points(0, 0, 2, 1))
+    lines = detail_lines(task)
+    assert sum("Race number 0" in line for line in lines) == 1
+    listed = [line for line in lines if line.startswith("racecheck at ")]
+    assert listed == [f"racecheck at reduce_sum.cu:{10 + i}: Race number {i}" for i in range(1, shown + 1)]
+    assert (more is None) == (not any(line.startswith("... ") for line in lines))
+    if more:
+        assert any(line.startswith(more) for line in lines)
