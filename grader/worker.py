@@ -439,7 +439,7 @@ def time_task(emit: Emitter, job: dict[str, Any], exercise: specmod.Exercise, ta
     samples: dict[str, list[float]] = {name: [] for name, _ in contenders}
     host_excess: list[float] = []
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    busy = busy_kernel(int(ceilings.get("sms", 132)))
+    busy = busy_kernel()
 
     def timed(fn: Callable[[], None] | None) -> tuple[float, float]:
         """(event seconds, host seconds) of one call, L2 flushed first."""
@@ -532,14 +532,17 @@ extern "C" __global__ void s2s_busy(long long cycles) {
 """
 
 
-def busy_kernel(sms: int) -> Callable[[], None]:
+def busy_kernel() -> Callable[[], None]:
     """A launch that occupies every thread slot of every SM for about 0.1 ms."""
     import cupy
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
     kernel = cupy.RawKernel(_BUSY_SOURCE, "s2s_busy")
-    grid, block = (2 * sms,), (1024,)      # 2048 resident threads per SM: the whole SM
+    block = 1024
+    # Enough blocks of 1024 threads to hold every thread slot of every SM (2048 a Hopper SM).
+    grid = props["multiProcessorCount"] * -(-props["maxThreadsPerMultiProcessor"] // block)
 
     def launch() -> None:
-        kernel(grid, block, (cupy.int64(SLEEP_CYCLES),))
+        kernel((grid,), (block,), (cupy.int64(SLEEP_CYCLES),))
     return launch
 
 
@@ -572,7 +575,7 @@ def measure_ceilings() -> dict[str, float]:
     del src, dst
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     return {"copy_bytes_per_s": 2 * nbytes / statistics.median(times), "l2_bytes": l2,
-            "device": name, "sms": int(props["multiProcessorCount"])}
+            "device": name}
 
 
 # --------------------------------------------------------------------------- profile mode
