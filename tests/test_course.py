@@ -34,6 +34,7 @@ from grader import course, spec  # noqa: E402
 from grader.course import CourseError, defined_names, function_bodies, hidden_answers  # noqa: E402
 from grader.notebook import checked, quiet, require_correct, require_speed  # noqa: E402
 from grader.result import GradeResult, Points, TaskResult  # noqa: E402
+from lab_server import jupyter_lab  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_foundations"
@@ -410,48 +411,17 @@ def test_build_refuses_a_foreign_config(tmp_path):
 
 # ================================================================== the formgrader reads the same course
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_formgrader_in_jupyterlab_sees_the_autograded_class(built, tmp_path):
     pytest.importorskip("jupyterlab", reason="needs JupyterLab: pip install -e '.[course]'")
     import json
-    import secrets
-    import time
     import urllib.request
 
-    port, token = _free_port(), secrets.token_hex(16)
     env = _env(built.cache)
     env.update(JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_DATA_DIR=str(tmp_path / "data"),
                JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
-    log = tmp_path / "lab.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
-                                 "--ServerApp.ip=127.0.0.1", f"--ServerApp.token={token}",
-                                 "--ServerApp.allow_root=True",
-                                 "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-                                cwd=built.root, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        url = f"http://127.0.0.1:{port}/formgrader/api/assignments?token={token}"
-        deadline, assignments = time.monotonic() + 90, None
-        while assignments is None and time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with urllib.request.urlopen(url, timeout=5) as reply:
-                    assignments = json.load(reply)
-            except OSError:
-                time.sleep(0.5)
-        assert assignments is not None, log.read_text()[-3000:]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with jupyter_lab(built.root, env, tmp_path / "lab.log") as lab:
+        with urllib.request.urlopen(f"{lab.base}/formgrader/api/assignments?token={lab.token}", timeout=30) as reply:
+            assignments = json.load(reply)
     by_name = {a["name"]: a for a in assignments}
     assert by_name[ASSIGNMENT]["num_submissions"] == len(STUDENTS)
     assert by_name[ASSIGNMENT]["max_score"] == DERIVATION_POINTS + KERNEL_POINTS

@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from lab_server import jupyter_lab
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,54 +37,21 @@ playwright_api = pytest.importorskip("playwright.sync_api", reason="needs the Py
 pytest.importorskip("jupyterlab", reason="needs JupyterLab: pip install -e '.[course]'")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_until_up(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    pytest.fail(f"jupyter lab did not answer within {timeout_s:.0f} s:\n{log.read_text()[-3000:]}")
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab on 127.0.0.1 serving a copy of exercises/, stopped at the end."""
     home = tmp_path_factory.mktemp("lab")
     shutil.copytree(ROOT / "exercises", home / "exercises",
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    port, token = _free_port(), secrets.token_hex(16)
     env = os.environ.copy()
     env.update(CUDA_VISIBLE_DEVICES="", S2S_ROOT=str(home), S2S_CACHE=str(home / ".cache"),
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p),
                JUPYTER_CONFIG_DIR=str(home / ".jupyter"), JUPYTER_DATA_DIR=str(home / ".local"),
                JUPYTER_RUNTIME_DIR=str(home / ".runtime"), IPYTHONDIR=str(home / ".ipython"))
     log = home / "jupyter.log"
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.token={token}", f"--ServerApp.root_dir={home}", "--LabApp.expose_app_in_browser=True",
-           "--ServerApp.allow_root=True", "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        _wait_until_up(f"http://127.0.0.1:{port}/api/status?token={token}", proc, log)
-        yield {"base": f"http://127.0.0.1:{port}", "token": token, "home": home, "log": log}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with jupyter_lab(home, env, log, f"--ServerApp.root_dir={home}", "--LabApp.expose_app_in_browser=True",
+                     "--LabApp.news_url=None") as server:
+        yield {"base": server.base, "token": server.token, "home": home, "log": log}
 
 
 OPEN_AND_EDIT = """async ([path, text]) => {
