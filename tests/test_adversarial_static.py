@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from adversarial.catalogue import CATEGORIES, HERE, VERDICTS, Attack, load, problems, with_compile_deadline
-from grader import pipeline
+from adversarial.catalogue import CATEGORIES, HERE, VERDICTS, Attack, load, problems
 from grader.build import Toolchain, compile_cuda
 from grader.pipeline import Options, grade
 from grader.result import ExitCode
@@ -96,8 +95,8 @@ def test_submission_compiles_for_sm_90(source: Path) -> None:
 @pytest.mark.parametrize("attack", STATIC, ids=lambda a: a.name)
 def test_caught_before_it_runs(attack: Attack, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rejected by the same grading a learner runs, on the source and build alone."""
-    if attack.compile_timeout_s:
-        monkeypatch.setattr(pipeline, "compile_cuda", with_compile_deadline(compile_cuda, attack.compile_timeout_s))
+    for name, value in attack.limits().items():
+        monkeypatch.setenv(name, value)
     if attack.expect == "missing symbol" and shutil.which("nm") is None:
         pytest.skip("nm (binutils) is not installed: without it a missing symbol shows only when the GPU worker loads "
                     "the library")

@@ -9,7 +9,8 @@ shows that the GPU is usable again. The verdicts are printed as a table at the e
     pytest -m gpu -k adversarial
 
 Hangs cost the task's deadline, shortened to the catalogue's task_timeout_s through
-S2S_TASK_TIMEOUT; counters are not collected (profile=False).
+S2S_TASK_TIMEOUT (and a compile that never ends its compile_timeout_s through
+S2S_COMPILE_TIMEOUT); counters are not collected (profile=False).
 """
 from __future__ import annotations
 
@@ -18,10 +19,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from adversarial.catalogue import (Attack, load, problems, shown, solution_folder, with_compile_deadline,
-                                   with_the_other_solutions)
-from grader import pipeline
-from grader.build import compile_cuda
+from adversarial.catalogue import Attack, load, problems, shown, solution_folder, with_the_other_solutions
 from grader.pipeline import Options, grade
 from grader.result import ExitCode, GradeResult, TaskResult
 from grader.spec import find, solutions_dir
@@ -68,13 +66,6 @@ def verdicts(request: pytest.FixtureRequest):
                         f"dishonest or broken kernels accepted: {len(accepted)}")
 
 
-def _limits(attack: Attack, monkeypatch: pytest.MonkeyPatch) -> None:
-    if attack.task_timeout_s:
-        monkeypatch.setenv("S2S_TASK_TIMEOUT", f"{attack.task_timeout_s:g}")
-    if attack.compile_timeout_s:
-        monkeypatch.setattr(pipeline, "compile_cuda", with_compile_deadline(compile_cuda, attack.compile_timeout_s))
-
-
 def _record(rows: list[Verdict], attack: Attack, task: TaskResult, seconds: float) -> list[str]:
     found = problems(attack, task)
     verdict = f"{task.status}: {shown(task, attack.shown_in)}"
@@ -96,7 +87,8 @@ def test_attack_fails_with_its_reason_and_spares_the_rest(attack: Attack, verdic
     """The whole exercise is graded: the attacked task from the case, every other task from the
     hidden solutions. The attacked task fails as promised; the others pass with full points,
     whether they are graded before or after it."""
-    _limits(attack, monkeypatch)
+    for name, value in attack.limits().items():
+        monkeypatch.setenv(name, value)
     folder = with_the_other_solutions(attack, tmp_path / "submission")
     result, seconds = _timed_grade(attack.exercise, Options(submission=folder, profile=False))
     task = result.task(attack.task)

@@ -8,14 +8,13 @@ turns around in at most 15 s with counters and 5 s without, on a warm compile ca
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
 
 import pytest
-
-import re
-import shutil
 
 from grader.pipeline import Options, grade
 from grader.spec import find, solutions_dir

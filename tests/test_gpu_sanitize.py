@@ -67,12 +67,11 @@ def test_racecheck_reports_a_missing_barrier_in_shared_memory(monkeypatch: pytes
     assert all("block_sums" in f["message"] for f in races), races[0]["message"]
 
 
-@pytest.mark.parametrize("exercise", [ex.id for ex in discover()])
-def test_solutions_are_clean_under_memcheck_and_racecheck(exercise: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    slug = next(ex.slug for ex in discover() if ex.id == exercise)
-    result = grade(exercise, Options(submission=solutions_dir() / slug, sanitize=True))
+@pytest.mark.parametrize("exercise", list(discover()), ids=lambda ex: ex.id)
+def test_solutions_are_clean_under_memcheck_and_racecheck(exercise) -> None:
+    result = grade(exercise.id, Options(submission=solutions_dir() / exercise.slug, sanitize=True))
     assert not result.notice, result.notice
     for t in result.tasks:
-        print(f"\n[{exercise} {t.name}] {t.status}: {t.summary}")
+        print(f"\n[{exercise.id} {t.name}] {t.status}: {t.summary}")
         assert t.status == "passed", f"{t.name}: {t.summary}"
         assert not t.sanitizer, t.sanitizer

@@ -10,7 +10,6 @@ import shutil
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
 
 from grader.result import TaskResult
 from grader.spec import Exercise, find, solutions_dir
@@ -62,6 +61,15 @@ class Attack:
     @property
     def compiles(self) -> bool:
         return not (self.shown_in == "error.kind" and self.expect == "compile error")
+
+    def limits(self) -> dict[str, str]:
+        """The grader's deadlines for this case, as the environment variables that set them."""
+        env = {}
+        if self.task_timeout_s:
+            env["S2S_TASK_TIMEOUT"] = f"{self.task_timeout_s:g}"
+        if self.compile_timeout_s:
+            env["S2S_COMPILE_TIMEOUT"] = f"{self.compile_timeout_s:g}"
+        return env
 
     @property
     def stops_the_worker(self) -> bool:
@@ -133,12 +141,3 @@ def with_the_other_solutions(attack: Attack, destination: Path) -> Path:
     for header in [*solutions.glob("*.cuh"), *solutions.glob("*.h")]:
         shutil.copy(header, destination / header.name)
     return destination
-
-
-def with_compile_deadline(compile_cuda: Callable[..., Any], seconds: float) -> Callable[..., Any]:
-    """``compile_cuda`` with a shorter deadline. The grader reads S2S_COMPILE_TIMEOUT once, at
-    import, into a default argument, so a test passes the deadline explicitly instead."""
-    def compile_with_deadline(*args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("timeout_s", seconds)
-        return compile_cuda(*args, **kwargs)
-    return compile_with_deadline
