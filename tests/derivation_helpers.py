@@ -30,11 +30,6 @@ def no_gpu(monkeypatch):
     monkeypatch.setattr(core, "detect_gpu_name", lambda: None)
 
 
-def nested_copy(value):
-    """A deep copy of an answer dict, so that a test can spoil one number of it."""
-    return json.loads(json.dumps(value))
-
-
 def stub(*args):
     """A function as the answer cell's template leaves it."""
     raise NotImplementedError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import re
 import subprocess
 import tomllib
@@ -15,7 +16,7 @@ from grader.derivations import CheckResult, check, core, foundations, prompts
 from hardware.specs import default_spec, spec_for
 
 from derivation_helpers import (assert_valid_notebook_with_clear_outputs, cells_tagged,
-                                load_answers, nested_copy, read_notebook, run_cell, source, stub)
+                                load_answers, read_notebook, run_cell, source, stub)
 from derivation_helpers import no_gpu  # noqa: F401 (autouse: no test here sees a real GPU)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,7 +209,7 @@ def test_stub_functions_fail_cleanly(prompt, names):
 
 @pytest.mark.parametrize("prompt", ["hardware_101", "roofline_01"])
 def test_values_left_as_none_fail_cleanly(answers, prompt):
-    answer = nested_copy(getattr(answers, prompt))
+    answer = copy.deepcopy(getattr(answers, prompt))
     for key, value in answer.items():
         if isinstance(value, dict):
             answer[key] = dict.fromkeys(value)
@@ -304,7 +305,7 @@ ROOFLINE_SLIPS = {
 @pytest.mark.parametrize("slip", list(ROOFLINE_SLIPS))
 def test_roofline_mistakes_fail_with_a_message_naming_them(answers, slip):
     task, field, value, needle = ROOFLINE_SLIPS[slip]
-    answer = nested_copy(answers.roofline_01)
+    answer = copy.deepcopy(answers.roofline_01)
     answer[task][field] = value
     result = check("01", "roofline_01", answer)
     assert not result.passed and result.points == 0
@@ -315,7 +316,7 @@ def test_roofline_mistakes_fail_with_a_message_naming_them(answers, slip):
 
 
 def test_roofline_errors_that_follow_from_earlier_ones_say_so(answers):
-    answer = nested_copy(answers.roofline_01)
+    answer = copy.deepcopy(answers.roofline_01)
     entry = answer["vector_add"]
     entry["bytes"] = 8 * N
     entry["intensity"] = entry["flops"] / entry["bytes"]
@@ -326,7 +327,7 @@ def test_roofline_errors_that_follow_from_earlier_ones_say_so(answers):
 
 
 def test_roofline_tolerance_is_two_percent(answers):
-    answer = nested_copy(answers.roofline_01)
+    answer = copy.deepcopy(answers.roofline_01)
     answer["reduce_sum"]["flops"] = N - 1  # n - 1 additions is just as right
     answer["reduce_sum"]["bytes"] = 4 * N + 4  # counting the single output float is fine
     answer["vector_add"]["time_us"] *= 1.019
@@ -336,7 +337,7 @@ def test_roofline_tolerance_is_two_percent(answers):
 
 
 def test_a_missing_task_is_named(answers):
-    answer = nested_copy(answers.roofline_01)
+    answer = copy.deepcopy(answers.roofline_01)
     del answer["transpose"]
     result = check("01", "roofline_01", answer)
     assert not result.passed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import math
 import re
 import tracemalloc
@@ -15,7 +16,7 @@ from grader import spec
 from grader.derivations import CheckResult, check, prompts, sequence_models
 
 from derivation_helpers import (assert_valid_notebook_with_clear_outputs, cells_tagged,
-                                load_answers, nested_copy, read_notebook, run_cell, source, stub)
+                                load_answers, read_notebook, run_cell, source, stub)
 from derivation_helpers import no_gpu  # noqa: F401 (autouse: the ridge-point cell sees no GPU)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +31,6 @@ FUNCTIONS = {
     "stable_softmax": ("stable_softmax",),
     "online_softmax": ("online_update", "online_update_block", "flash_update", "flash_finalize"),
 }
-NUMBERS = ("softmax_numbers", "attention_costs")
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def answers():
 def reference_answer(answers, prompt: str):
     if prompt in FUNCTIONS:
         return {name: getattr(answers, name) for name in FUNCTIONS[prompt]}
-    return nested_copy(getattr(answers, prompt))
+    return copy.deepcopy(getattr(answers, prompt))
 
 
 def with_function(answers, name: str, fn):
@@ -481,7 +481,7 @@ COST_SLIPS = {
 @pytest.mark.parametrize("slip", list(COST_SLIPS))
 def test_cost_mistakes_fail_with_a_message_naming_them(answers, slip):
     shape, field, value, needle = COST_SLIPS[slip]
-    answer = nested_copy(answers.attention_costs)
+    answer = copy.deepcopy(answers.attention_costs)
     answer[shape][field] = value
     result = check("04", "attention_costs", answer)
     assert not result.passed and result.points == 0
@@ -493,7 +493,7 @@ def test_cost_mistakes_fail_with_a_message_naming_them(answers, slip):
 
 
 def test_cost_errors_that_follow_from_earlier_ones_say_so(answers):
-    answer = nested_copy(answers.attention_costs)
+    answer = copy.deepcopy(answers.attention_costs)
     entry = answer["fp32"]
     entry["bytes_naive"] = FP32.bytes_fused + SCORES_FP32
     entry["traffic_ratio"] = entry["bytes_naive"] / entry["bytes_fused"]
@@ -504,7 +504,7 @@ def test_cost_errors_that_follow_from_earlier_ones_say_so(answers):
 
 
 def test_cost_tolerance_is_two_percent_and_exact_halving_is_fine(answers):
-    answer = nested_copy(answers.attention_costs)
+    answer = copy.deepcopy(answers.attention_costs)
     answer["bf16_causal"]["flops"] = 2 * 128 * 4096**2 * 128  # seq^2 / 2 pairs
     answer["bf16"]["bytes_naive"] = 16 * 128 * 4096**2         # q, k, v, o: 1.5% of the total
     answer["fp32"]["traffic_ratio"] *= 1.019
@@ -514,7 +514,7 @@ def test_cost_tolerance_is_two_percent_and_exact_halving_is_fine(answers):
 
 
 def test_a_missing_shape_is_named(answers):
-    answer = nested_copy(answers.attention_costs)
+    answer = copy.deepcopy(answers.attention_costs)
     del answer["bf16_causal"]
     result = check("04", "attention_costs", answer)
     assert not result.passed and "\u2718 bf16_causal: missing" in result.message
