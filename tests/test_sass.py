@@ -16,23 +16,22 @@ from pathlib import Path
 
 import pytest
 
-from grader.build import gencode
+from grader.build import find_cuda_tool, gencode
 from grader.spec import solutions_dir
 
 
 def _cuobjdump() -> str | None:
-    found = shutil.which("cuobjdump")
+    """The toolkit's cuobjdump, or else the one PyPI's nvidia-cuda-cuobjdump installs."""
+    found = find_cuda_tool("cuobjdump")
     if found:
         return found
     try:
         import nvidia
     except ImportError:
         return None
-    for base in nvidia.__path__:
-        hits = glob.glob(os.path.join(base, "**", "bin", "cuobjdump"), recursive=True)
-        if hits:
-            return hits[0]
-    return None
+    hits = [hit for base in nvidia.__path__ for hit in glob.glob(os.path.join(base, "**", "bin", "cuobjdump"),
+                                                                  recursive=True)]
+    return hits[0] if hits else None
 
 
 NVCC, CUOBJDUMP = shutil.which("nvcc"), _cuobjdump()
