@@ -21,6 +21,9 @@ def grade(exercise: str, submission: str | Path | None = None, tasks: Iterable[s
     ``result.task("vector_add").points`` give the score.
     """
     from grader.pipeline import Options, grade as run
+    from grader.report import register_notebook_display
+    register_notebook_display()
+
     def say(message: str) -> None:
         print(f"\r… {message:<90}", end="", flush=True)
     result = run(exercise, Options(submission=Path(submission) if submission else None, tasks=tuple(tasks),

@@ -1,7 +1,8 @@
 """Compiling CUDA sources into shared libraries, with the ptxas resource report.
 
 nvcc is found through CUDA_HOME or PATH; the target is the architecture of the
-GPU present (or ``S2S_ARCH``, or sm_90 when there is none). Builds are cached by
+GPU present (or ``S2S_ARCH``, or sm_90 when there is none), or what the task's
+``build.arch`` maps it to (sm_90 -> sm_90a for wgmma). Builds are cached by
 content and flags, so re-grading an unchanged file costs nothing.
 """
 from __future__ import annotations
@@ -68,14 +69,14 @@ def find_cuda_tool(name: str) -> str | None:
 
 
 def gencode(arch: str) -> list[str]:
-    """nvcc target flags. Hopper and newer get the arch-specific target ("sm_90a")
-    so that wgmma and setmaxnreg are available to those who want them."""
-    m = re.fullmatch(r"sm_(\d+)(a?)", arch)
+    """nvcc target flags for exactly this architecture: "sm_90" builds portable sm_90 code,
+    "sm_90a" the arch-specific variant that Hopper's wgmma and setmaxnreg need (a task asks for
+    it with ``build.arch`` in exercise.toml)."""
+    m = re.fullmatch(r"sm_(\d+)([a-z]?)", arch)
     if not m:
-        raise ToolchainError(f"unknown GPU architecture {arch!r}; expected something like sm_90")
-    number = int(m.group(1))
-    suffix = "a" if number >= 90 and number % 10 == 0 else m.group(2)
-    return [f"-gencode=arch=compute_{number}{suffix},code=sm_{number}{suffix}"]
+        raise ToolchainError(f"unknown GPU architecture {arch!r}; expected something like sm_90 or sm_90a")
+    target = f"{m.group(1)}{m.group(2)}"
+    return [f"-gencode=arch=compute_{target},code=sm_{target}"]
 
 
 @dataclass(frozen=True)

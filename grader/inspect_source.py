@@ -98,18 +98,42 @@ def _line_of(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
 
+# Spellings of one C type: the canonical one is the spelling exercise.toml's dtypes use.
+_SYNONYMS = {
+    "long long": "int64_t", "long long int": "int64_t", "signed long long": "int64_t", "long": "int64_t",
+    "long int": "int64_t", "std::int64_t": "int64_t", "int64_t": "int64_t",
+    "int32_t": "int", "std::int32_t": "int", "signed int": "int", "signed": "int",
+    "signed char": "int8_t", "std::int8_t": "int8_t", "unsigned char": "uint8_t", "std::uint8_t": "uint8_t",
+    "nv_bfloat16": "__nv_bfloat16", "half": "__half",
+}
+_TYPE_WORDS = {"const", "volatile", "unsigned", "signed", "long", "short", "int", "char", "float", "double", "void",
+               "bool", "size_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t",
+               "uint64_t", "half", "__half", "nv_bfloat16", "__nv_bfloat16", "__nv_fp8_e4m3", "__nv_fp8_e5m2"}
+
+
 def normalize_param(param: str) -> str:
-    """'float const * __restrict__ x' -> 'const float*' (the type, no name)."""
+    """A parameter's type in one canonical spelling, without its name and without top-level const:
+    'float const * __restrict__ x' -> 'const float*', 'long long n' -> 'int64_t',
+    'float* const* p' -> 'float* const*'."""
     p = re.sub(r"\b(__restrict__|__restrict|restrict)\b", " ", param)
-    tokens = re.findall(r"[A-Za-z_]\w*|\*|&", p)
-    if len(tokens) >= 2 and re.match(r"[A-Za-z_]", tokens[-1]) and tokens[-1] not in ("const",) \
-            and not (len(tokens) == 2 and tokens[0] in ("unsigned", "signed", "long", "short")):
+    tokens = re.findall(r"[A-Za-z_][\w:]*|\*|&", p)
+    words = [t for t in tokens if t not in ("*", "&")]
+    if len(words) >= 2 and words[-1] not in _TYPE_WORDS and tokens[-1] == words[-1]:
         tokens = tokens[:-1]   # the parameter's name
-    stars = [i for i, t in enumerate(tokens) if t == "*"]
-    last_star = stars[-1] if stars else -1
-    const = any(t == "const" and (i < last_star or last_star < 0) for i, t in enumerate(tokens))
-    base = " ".join(t for t in tokens if t not in ("const", "*", "&"))
-    return ("const " if const and stars else "") + base + "*" * len(stars)
+    levels: list[list[str]] = [[]]          # the base type's words, then the qualifiers after each '*'
+    for t in tokens:
+        if t in ("*", "&"):
+            levels.append([])
+        else:
+            levels[-1].append(t)
+    base_words = [t for t in levels[0] if t not in ("const", "volatile")]
+    base = " ".join(base_words)
+    base = _SYNONYMS.get(base, base)
+    const = "const " if "const" in levels[0] and len(levels) > 1 else ""
+    pointers = ["*" + (" const" if "const" in quals else "") for quals in levels[1:]]
+    if pointers:
+        pointers[-1] = "*"                   # a const pointer parameter is the same ABI
+    return const + base + "".join(pointers)
 
 
 def check(source: Path, task: Task) -> list[Finding]:
@@ -138,7 +162,7 @@ def _signature(text: str, task: Task) -> list[Finding]:
     if m is None:
         return []   # a missing entry point is reported after the build, from the library itself
     got = [normalize_param(p) for p in m.group(1).split(",") if p.strip() and p.strip() != "void"]
-    want = [a.c_type.replace(" *", "*") for a in task.args]
+    want = [normalize_param(a.c_type) for a in task.args]
     if got != want:
         return [Finding(_line_of(text, m.start()),
                         f"{task.symbol} takes ({', '.join(got)}) but the grader calls it with "

@@ -130,7 +130,9 @@ def grade(exercise: str, submission: str | Path = ".", profile: bool = False, ta
     is in the returned result, which the graded cells below it assert on.
     """
     from grader.pipeline import Options, grade as run
+    from grader.report import register_notebook_display
 
+    register_notebook_display()
     progress = _Progress()
     started = time.perf_counter()
     with quiet() as captured:

@@ -18,7 +18,9 @@ from grader import device as devmod
 from grader import state
 from grader.build import DEFAULT_ARCH, Toolchain, ToolchainError, compile_cuda, exported_symbols
 from grader.inspect_source import check as inspect_source
-from grader.result import CaseResult, Device, GradeResult, Mismatch, Points, Roofline, TaskResult, Timing
+from grader.protocol import Ceilings, Event, Libraries, Problem, Progress, SizeTiming, TaskOutcome
+from grader.result import (CaseResult, Device, GradeResult, Measurement, Points, Roofline, TaskResult, Timing,
+                           geometric_mean)
 from grader.spec import Exercise, SpecError, Task, find
 
 NO_GPU = "Correctness, timing and hardware counters need an NVIDIA GPU, and none was found on this machine"
@@ -49,6 +51,9 @@ def grade(exercise_id: str, options: Options | None = None, progress: Progress |
     except SpecError as exc:
         raise GradingError(str(exc)) from None
     submission = Path(options.submission).resolve() if options.submission else exercise.folder
+    if submission.is_file():
+        raise GradingError(f"{submission} is a file; --submission takes the folder that holds the .cu files "
+                           f"(here {submission.parent})")
     if not submission.is_dir():
         raise GradingError(f"the submission folder {submission} does not exist")
     try:
@@ -74,19 +79,20 @@ def grade(exercise_id: str, options: Options | None = None, progress: Progress |
 
     # inspect + build
     ready: list[Task] = []
-    libraries: dict[str, dict[str, str]] = {}
+    libraries: dict[str, Libraries] = {}
     by_name: dict[str, TaskResult] = {}
     for task in tasks:
         say(f"compiling {task.source}")
         tr = _build_task(exercise, task, submission, arch, toolchain)
         by_name[task.name] = tr
         if tr.status != "failed":
-            baseline = compile_cuda(exercise.folder / task.baseline, arch, toolchain, display_root=exercise.folder)
+            baseline = compile_cuda(exercise.folder / task.baseline, task.build.target(arch), toolchain,
+                                    display_root=exercise.folder, extra_flags=task.build.flags)
             if not baseline.ok:
                 tr.status, tr.summary = "not run", f"the naive baseline does not compile: {baseline.error}"
-                tr.error = {"kind": "baseline", "message": baseline.log or baseline.error}
+                tr.error = Problem("baseline", baseline.log or baseline.error)
                 continue
-            libraries[task.name] = {"library": tr.build.library, "baseline_library": baseline.library}
+            libraries[task.name] = Libraries(tr.build.library, baseline.library)
             ready.append(task)
     result.tasks = [by_name[t.name] for t in tasks]
 
@@ -105,20 +111,21 @@ def grade(exercise_id: str, options: Options | None = None, progress: Progress |
     elif ready:
         from grader.runner import run_worker
 
-        def on_event(event: dict[str, Any]) -> None:
-            if event.get("event") == "progress":
-                if event.get("stage") == "check":
-                    say(f"{event['task']}: checking case {event['case']}/{event['of']} ({event['label']})")
+        def on_event(event: Event) -> None:
+            if isinstance(event, Progress):
+                if event.stage == "check":
+                    say(f"{event.task}: checking case {event.case}/{event.of} ({event.label})")
                 else:
-                    say(f"{event['task']}: timing against the baseline at {event['label']}")
-            elif event.get("event") == "ceilings":
+                    size = f" (size {event.case} of {event.of})" if event.of > 1 else ""
+                    say(f"{event.task}: timing against the baseline at {event.label}{size}")
+            elif isinstance(event, Ceilings):
                 say("measuring the copy bandwidth of this GPU")
 
         say("starting the GPU worker")
         outcome = run_worker(exercise, [t.name for t in ready], libraries, seed, timing=options.timing,
                              progress=on_event, device=gpu.index)
         result.output = outcome.output
-        copy_gbs = outcome.ceilings.get("copy_bytes_per_s", 0.0) / 1e9 or None
+        copy_gbs = outcome.ceilings.copy_bytes_per_s / 1e9 if outcome.ceilings else None
         result.device.copy_gbs = copy_gbs
         if outcome.fatal:
             result.notice = f"the GPU worker failed: {outcome.fatal}"
@@ -202,20 +209,21 @@ def _build_task(exercise: Exercise, task: Task, submission: Path, arch: str, too
     tr = _not_run(task, "")
     if not source.is_file():
         tr.status, tr.summary = "failed", f"{task.source} is missing from {submission}"
-        tr.error = {"kind": "missing file", "message": tr.summary}
+        tr.error = Problem("missing file", tr.summary)
         return tr
     findings = inspect_source(source, task)
     tr.findings = [f.to_dict() for f in findings]
-    build = compile_cuda(source, arch, toolchain, display_root=submission)
+    build = compile_cuda(source, task.build.target(arch), toolchain, display_root=submission,
+                         extra_flags=task.build.flags)
     tr.build = build
     if findings:   # reported even when the build fails: the finding is usually the reason
         first = findings[0]
         tr.status, tr.summary = "failed", f"{task.source}:{first.line}: {first.message}"
-        tr.error = {"kind": "rejected", "message": "\n".join(f"{task.source}:{f.line}: {f.message}" for f in findings)}
+        tr.error = Problem("rejected", "\n".join(f"{task.source}:{f.line}: {f.message}" for f in findings))
         return tr
     if not build.ok:
         tr.status, tr.summary = "failed", f"does not compile: {build.error}"
-        tr.error = {"kind": "compile error", "message": build.log or build.error}
+        tr.error = Problem("compile error", build.log or build.error)
         return tr
     symbols = exported_symbols(Path(build.library))
     if symbols is not None and task.symbol not in symbols:
@@ -223,7 +231,7 @@ def _build_task(exercise: Exercise, task: Task, submission: Path, arch: str, too
         hint = (f' It is there under the C++ name {mangled[0]}: declare it extern "C" as in the stub.'
                 if mangled else " Keep the stub's function name and signature.")
         tr.status, tr.summary = "failed", f"{task.source} defines no function {task.symbol}().{hint}"
-        tr.error = {"kind": "missing symbol", "message": tr.summary}
+        tr.error = Problem("missing symbol", tr.summary)
         return tr
     return tr
 
@@ -266,35 +274,26 @@ def _ceilings(device_name: str, copy_gbs: float | None) -> dict[str, Any]:
     return out
 
 
-def _apply_run(tr: TaskResult, task: Task, raw: dict[str, Any], ceilings: dict[str, Any]) -> None:
-    tr.cases = [CaseResult(label=c["label"], case=c["case"], passed=c["passed"], seconds=c.get("seconds", 0.0),
-                           error=c.get("error"), mismatch=Mismatch(**c["mismatch"]) if c.get("mismatch") else None)
-                for c in raw.get("cases", [])]
-    tr.correct = bool(raw.get("correct"))
-    timing = raw.get("timing")
-    error = raw.get("error") or (timing or {}).get("error")
-    if timing and not timing.get("error"):
-        tr.timing = Timing(label=timing["label"], case=timing["case"], reps=timing["reps"],
-                           learner_s=timing["learner_s"], baseline_s=timing["baseline_s"],
-                           speedup=timing["speedup"], min_speedup=task.min_speedup,
-                           learner_spread=timing["learner_spread"], baseline_spread=timing["baseline_spread"],
-                           flops=timing["flops"], bytes=timing["bytes"], vendor_s=timing.get("vendor_s"),
-                           vendor_ratio=timing.get("vendor_ratio"), learner_wall_s=timing.get("learner_wall_s"))
-        tr.roofline = _roofline(task, tr.timing, ceilings)
-    if tr.timing and not error:
-        error = _impossible(task, tr.timing, ceilings)
-        if error:
-            tr.correct = False
+def _apply_run(tr: TaskResult, task: Task, raw: TaskOutcome, ceilings: dict[str, Any]) -> None:
+    tr.cases = list(raw.cases)
+    tr.correct = raw.correct
+    error = raw.error
+    if raw.timing:
+        tr.timing = _timing(task, raw.timing, ceilings)
+        if error is None:
+            error = next(filter(None, (_impossible(task, m, ceilings) for m in tr.timing.sizes)), None)
+            if error:
+                tr.correct = False
     speed_ok = bool(tr.timing and tr.timing.passed and tr.correct)
     tr.points = Points(task.points.correct if tr.correct else 0.0, task.points.speed if speed_ok else 0.0,
                        task.points.correct, task.points.speed)
     failing = next((c for c in tr.cases if not c.passed), None)
     if error is None and failing is not None and failing.error:
-        error = {"kind": failing.error["kind"], "message": f"failed for {failing.label}: {failing.error['message']}"}
+        error = Problem(failing.error.kind, f"failed for {failing.label}: {failing.error.message}")
     if error:
         tr.error = error
         tr.status = "failed"
-        tr.summary = error["message"]
+        tr.summary = error.message
     elif failing is not None:
         tr.status = "failed"
         tr.summary = f"wrong result for {failing.label}: " + describe_failure(failing)
@@ -304,18 +303,38 @@ def _apply_run(tr: TaskResult, task: Task, raw: dict[str, Any], ceilings: dict[s
         tr.status, tr.summary = "passed", f"correct ({tr.cases_passed}/{tr.cases_total}); not timed"
     elif speed_ok:
         tr.status = "passed"
-        tr.summary = (f"correct ({tr.cases_passed}/{tr.cases_total}) and {tr.timing.speedup:.1f}x the baseline "
-                      f"(needs {task.min_speedup:g}x)")
+        tr.summary = (f"correct ({tr.cases_passed}/{tr.cases_total}) and {tr.timing.speedup:.1f}x the baseline"
+                      f"{_over_sizes(tr.timing)} (needs {task.min_speedup:g}x)")
     else:
         tr.status = "failed"
         tr.summary = (f"correct ({tr.cases_passed}/{tr.cases_total}), but only {tr.timing.speedup:.2f}x the "
-                      f"naive baseline where {task.min_speedup:g}x is required")
+                      f"naive baseline{_over_sizes(tr.timing)} where {task.min_speedup:g}x is required")
 
 
-def _impossible(task: Task, timing: Timing, ceilings: dict[str, Any]) -> dict[str, str] | None:
+def _over_sizes(timing: Timing) -> str:
+    n = len(timing.sizes)
+    return f" (geometric mean over {n} sizes)" if n > 1 else ""
+
+
+def _timing(task: Task, sizes: list[SizeTiming], ceilings: dict[str, Any]) -> Timing:
+    measurements = []
+    for s in sizes:
+        m = Measurement(label=s.label, case=s.case, reps=s.reps, learner_s=s.learner_s, baseline_s=s.baseline_s,
+                        speedup=s.baseline_s / s.learner_s, learner_spread=s.learner_spread,
+                        baseline_spread=s.baseline_spread, flops=s.flops, bytes=s.bytes, vendor_s=s.vendor_s,
+                        vendor_ratio=s.vendor_s / s.learner_s if s.vendor_s else None,
+                        learner_wall_s=s.learner_wall_s)
+        m.roofline = _roofline(task, m, ceilings)
+        measurements.append(m)
+    ratios = [m.vendor_ratio for m in measurements]
+    return Timing(measurements, geometric_mean([m.speedup for m in measurements]), task.min_speedup,
+                  geometric_mean(ratios) if all(ratios) else None)
+
+
+def _impossible(task: Task, m: Measurement, ceilings: dict[str, Any]) -> Problem | None:
     """A time below the physical floor means the timer did not see the work."""
-    gbs = timing.bytes / timing.learner_s / 1e9
-    tflops = timing.flops / timing.learner_s / 1e12
+    gbs = m.bytes / m.learner_s / 1e9
+    tflops = m.flops / m.learner_s / 1e12
     limit_gbs = ceilings.get("physical_gbs")
     limit_tflops = ceilings.get("physical_tflops", {}).get(task.compute)
     if limit_gbs and gbs > limit_gbs:
@@ -324,15 +343,16 @@ def _impossible(task: Task, timing: Timing, ceilings: dict[str, Any]) -> dict[st
         what = f"{tflops:.1f} TFLOP/s where this GPU peaks at {limit_tflops:.1f} TFLOP/s ({task.compute})"
     else:
         return None
-    return {"kind": "impossible time", "message": (
-        f"measured {timing.learner_s * 1e6:.1f} µs for this work, which would mean {what}: faster than the "
+    at = f" at {m.label}" if len(task.benchmarks) > 1 else ""
+    return Problem("impossible time", (
+        f"measured {m.learner_s * 1e6:.1f} µs for this work{at}, which would mean {what}: faster than the "
         "hardware allows, so part of the work happened outside the timed call (another stream, a host "
-        "thread, or results reused from an earlier call), or in lower precision than the task asks")}
+        "thread, or results reused from an earlier call), or in lower precision than the task asks"))
 
 
 def describe_failure(case: CaseResult) -> str:
     if case.error:
-        return case.error["message"]
+        return case.error.message
     m = case.mismatch
     if m is None:
         return "failed"
@@ -340,13 +360,16 @@ def describe_failure(case: CaseResult) -> str:
     if m.reason == "not written":
         return (f"{where} was never written (it still holds the poison value the grader puts in every output "
                 f"before the call); {m.bad} of {m.total} elements are wrong")
+    if m.reason == "not updated":
+        return (f"{where} = {m.got:.7g} is what it held before the call; expected {m.expected:.7g}: the state "
+                f"was not updated; {m.bad} of {m.total} elements are wrong")
     if m.reason == "not finite":
         return f"{where} = {m.got!r}, expected {m.expected:.7g}; {m.bad} of {m.total} elements are wrong"
     return (f"{where} = {m.got:.7g}, expected {m.expected:.7g} (error {abs(m.got - m.expected):.3g}, "
             f"tolerance {m.tolerance:.3g}); {m.bad} of {m.total} elements are wrong")
 
 
-def _roofline(task: Task, timing: Timing, ceilings: dict[str, Any]) -> Roofline | None:
+def _roofline(task: Task, timing: Measurement, ceilings: dict[str, Any]) -> Roofline | None:
     bw = ceilings.get("bandwidth_gbs")
     if not bw:
         return None

@@ -1,7 +1,7 @@
 """Hardware counters with Nsight Compute: run ncu on the learner's kernels only,
 read the report with NVIDIA's ``ncu_report`` module, and keep what teaches.
 
-The worker runs each task's entry point once at the benchmark size between
+The worker runs each task's entry point once at its first benchmark size between
 cudaProfilerStart/Stop, inside an NVTX range named after the task; ncu is started
 with ``--profile-from-start off`` so the grader's own kernels are never profiled,
 and the NVTX range tells which task each kernel belongs to.
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.build import find_cuda_tool
+from grader.protocol import Job, Libraries
 from grader.result import KernelProfile, Profile
 from grader.runner import worker_env
 from grader.spec import Exercise
@@ -72,7 +73,7 @@ def import_ncu_report(ncu: str | None = None):
     return None
 
 
-def profile_tasks(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[str, str]], seed: int,
+def profile_tasks(exercise: Exercise, tasks: list[str], libraries: dict[str, Libraries], seed: int,
                   device: int = 0) -> dict[str, Profile]:
     """One ncu run for all tasks; a Profile per task (unavailable ones say why)."""
     ncu = find_ncu()
@@ -86,17 +87,16 @@ def profile_tasks(exercise: Exercise, tasks: list[str], libraries: dict[str, dic
     with tempfile.TemporaryDirectory(prefix="s2s-ncu-") as tmp:
         report = Path(tmp) / "profile.ncu-rep"
         events = Path(tmp) / "events.jsonl"
-        job = {"mode": "profile", "exercise_folder": str(exercise.folder), "order": tasks, "seed": seed,
-               "device": device, "tasks": libraries, "nvtx_prefix": NVTX_PREFIX}
+        job = Job(mode="profile", exercise_folder=str(exercise.folder), order=tasks, seed=seed,
+                  tasks=libraries, device=device, nvtx_prefix=NVTX_PREFIX)
         cmd = [ncu, "--profile-from-start", "off", "--clock-control", "none", "--nvtx",
                "--launch-count", str(MAX_KERNELS), "--target-processes", "all",
                *[a for s in SECTIONS for a in ("--section", s)],
                "--metrics", ",".join(EXTRA_METRICS),
                "--export", str(report), "--force-overwrite",
                sys.executable, "-m", "grader.worker", str(events)]
-        import json
         try:
-            proc = subprocess.run(cmd, input=json.dumps(job), capture_output=True, text=True,
+            proc = subprocess.run(cmd, input=job.to_json(), capture_output=True, text=True,
                                   timeout=NCU_TIMEOUT_S, env=worker_env(), cwd=str(exercise.folder),
                                   start_new_session=True)
         except subprocess.TimeoutExpired:

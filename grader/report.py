@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.build import BuildResult
-from grader.result import GradeResult, KernelProfile, Profile, TaskResult
+from grader.result import GradeResult, KernelProfile, Measurement, Profile, TaskResult
 
 STATUS_STYLE = {"passed": "green", "failed": "red", "not run": "yellow"}
 
@@ -45,18 +45,27 @@ def correct_cell(t: TaskResult) -> str:
 
 
 def time_cell(t: TaskResult) -> str:
-    return fmt_time(t.timing.learner_s) if t.timing else "-"
+    if not t.timing:
+        return "-"
+    sizes = t.timing.sizes
+    return fmt_time(sizes[0].learner_s) if len(sizes) == 1 else f"{len(sizes)} sizes"
 
 
 def speedup_cell(t: TaskResult) -> str:
     if not t.timing:
         return "-"
     mark = "✓" if t.timing.passed else "✗"
-    return f"{t.timing.speedup:.2f}x (needs {t.timing.min_speedup:g}x) {mark}"
+    mean = " geo-mean" if len(t.timing.sizes) > 1 else ""
+    return f"{t.timing.speedup:.2f}x{mean} (needs {t.timing.min_speedup:g}x) {mark}"
 
 
 def roofline_cell(t: TaskResult) -> str:
-    r = t.roofline
+    if not t.timing:
+        return "-"
+    if len(t.timing.sizes) > 1:
+        percent = t.timing.roofline_percent
+        return "-" if percent is None else f"{percent:.0f}% geo-mean"
+    r = t.timing.sizes[0].roofline
     if not r:
         return "-"
     if r.bound == "memory":
@@ -68,23 +77,47 @@ def points_cell(t: TaskResult) -> str:
     return f"{t.points.total:g}/{t.points.max:g}" if t.points else "-"
 
 
-def vendor_line(t: TaskResult) -> str | None:
-    if not t.timing or t.timing.vendor_s is None:
+def vendor_line(m: Measurement) -> str | None:
+    if m.vendor_s is None:
         return None
-    ratio = t.timing.vendor_ratio or 0.0
-    return (f"PyTorch's own implementation takes {fmt_time(t.timing.vendor_s)}: yours runs at {ratio:.2f}x its "
-            "speed (information only; not graded)")
+    return (f"PyTorch's own implementation takes {fmt_time(m.vendor_s)}: yours runs at {m.vendor_ratio or 0.0:.2f}x "
+            "its speed (information only; not graded)")
 
 
-def roofline_line(t: TaskResult) -> str | None:
-    r = t.roofline
+def roofline_line(m: Measurement) -> str | None:
+    r = m.roofline
     if not r:
         return None
     limit = (f"{r.bandwidth_gbs:.0f} GB/s" if r.bound == "memory"
              else f"{r.compute_tflops:.0f} TFLOP/s")
     return (f"roofline: this work needs at least {fmt_time(r.floor_s)} ({r.bound}-bound at {limit}); "
-            f"yours took {fmt_time(t.timing.learner_s)}, {r.percent:.0f}% of the roofline. "
+            f"yours took {fmt_time(m.learner_s)}, {r.percent:.0f}% of the roofline. "
             f"Ceilings: {r.source}.")
+
+
+def size_line(m: Measurement) -> str:
+    """One benchmark size of several, in a line."""
+    achieved = ""
+    if m.roofline:
+        r = m.roofline
+        rate = f"{r.achieved_gbs:.0f} GB/s" if r.bound == "memory" else f"{r.achieved_tflops:.1f} TFLOP/s"
+        achieved = f", {r.percent:.0f}% of the roofline ({rate})"
+    vendor = f", {m.vendor_ratio:.2f}x PyTorch's speed" if m.vendor_ratio else ""
+    return f"at {m.label}: {fmt_time(m.learner_s)}, {m.speedup:.2f}x the baseline{achieved}{vendor}"
+
+
+def timing_lines(t: TaskResult) -> list[str]:
+    if not t.timing:
+        return []
+    sizes = t.timing.sizes
+    if len(sizes) == 1:
+        return [line for line in (roofline_line(sizes[0]), vendor_line(sizes[0])) if line]
+    lines = [size_line(m) for m in sizes]
+    if sizes[0].roofline:
+        lines.append(f"Ceilings: {sizes[0].roofline.source}.")
+    if t.timing.vendor_ratio:
+        lines.append("(PyTorch's speed is information only; not graded)")
+    return lines
 
 
 def profile_lines(p: Profile | None) -> list[str]:
@@ -141,8 +174,8 @@ def header_lines(r: GradeResult) -> list[str]:
 
 def detail_lines(t: TaskResult) -> list[str]:
     lines = [t.summary] if t.summary else []
-    if t.error and t.error.get("message") and t.error["message"] != t.summary:
-        lines.append(t.error["message"])
+    if t.error and t.error.message and t.error.message != t.summary:
+        lines.append(t.error.message)
     failing = next((c for c in t.cases if not c.passed), None)
     if failing and t.error is None:
         lines.append(f"case: {failing.case}")
@@ -153,9 +186,7 @@ def detail_lines(t: TaskResult) -> list[str]:
         lines.append(f"{finding['tool']} at {finding['location']}: {finding['message']}")
     if len(rest) > 5:
         lines.append(f"... {len(rest) - 5} more (S2S_KEEP_SANITIZER_LOG=DIR keeps the full logs)")
-    for line in (roofline_line(t), vendor_line(t)):
-        if line:
-            lines.append(line)
+    lines.extend(timing_lines(t))
     lines.extend(profile_lines(t.profile))
     return lines
 
@@ -250,3 +281,16 @@ def _roofline_img(r: GradeResult) -> str:
     import base64
     data = base64.b64encode(png).decode()
     return f'<div><img alt="roofline" style="max-width: 820px" src="data:image/png;base64,{data}"></div>'
+
+
+# --------------------------------------------------------------------------- notebooks
+
+def register_notebook_display() -> None:
+    """Have IPython show a GradeResult as the HTML report (the result model knows no views)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["text/html"].for_type(GradeResult, render_html)

@@ -1,4 +1,5 @@
-"""The result of a grading: one object, rendered as a table, JSON or HTML.
+"""The result of a grading: one object, serialised as JSON here and rendered elsewhere
+(:mod:`grader.report`: a terminal table and HTML).
 
 The JSON form is documented by ``grader/result.schema.json`` (its version is
 ``SCHEMA_VERSION``); notebooks and nbgrader cells read points from these objects,
@@ -13,8 +14,12 @@ from enum import IntEnum
 from typing import Any
 
 from grader.build import BuildResult
+from grader.protocol import CaseResult, Mismatch, Problem
 
-SCHEMA_VERSION = 1
+__all__ = ["CaseResult", "Device", "ExitCode", "GradeResult", "KernelProfile", "Measurement", "Mismatch",
+           "Points", "Problem", "Profile", "Roofline", "TaskResult", "Timing", "geometric_mean"]
+
+SCHEMA_VERSION = 2
 
 
 class ExitCode(IntEnum):
@@ -27,50 +32,6 @@ class ExitCode(IntEnum):
 
 
 @dataclass
-class Mismatch:
-    output: str
-    index: list[int]
-    expected: float
-    got: float
-    bad: int
-    total: int
-    reason: str            # "wrong value" | "not written" | "not finite"
-    tolerance: float
-
-
-@dataclass
-class CaseResult:
-    label: str
-    case: dict[str, Any]
-    passed: bool
-    seconds: float = 0.0
-    error: dict[str, str] | None = None      # {"kind", "message"}
-    mismatch: Mismatch | None = None
-
-
-@dataclass
-class Timing:
-    label: str
-    case: dict[str, Any]
-    reps: int
-    learner_s: float
-    baseline_s: float
-    speedup: float
-    min_speedup: float
-    learner_spread: float
-    baseline_spread: float
-    flops: float
-    bytes: float
-    vendor_s: float | None = None
-    vendor_ratio: float | None = None        # vendor time / learner time (>1: learner faster)
-    learner_wall_s: float | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.speedup >= self.min_speedup
-
-
-@dataclass
 class Roofline:
     bound: str                  # "memory" | "compute": the larger of the two floors
     achieved_gbs: float
@@ -80,6 +41,50 @@ class Roofline:
     bandwidth_gbs: float        # the ceilings used
     compute_tflops: float | None
     source: str                 # where the ceilings come from
+
+
+@dataclass
+class Measurement:
+    """The learner's kernel, the naive baseline (and the vendor library) at one benchmark size."""
+
+    label: str
+    case: dict[str, Any]
+    reps: int
+    learner_s: float
+    baseline_s: float
+    speedup: float
+    learner_spread: float
+    baseline_spread: float
+    flops: float
+    bytes: float
+    vendor_s: float | None = None
+    vendor_ratio: float | None = None        # vendor time / learner time (>1: learner faster)
+    learner_wall_s: float | None = None
+    roofline: Roofline | None = None
+
+
+@dataclass
+class Timing:
+    """Every benchmark size of a task; the speed bar applies to the geometric mean of the speedups."""
+
+    sizes: list[Measurement]
+    speedup: float
+    min_speedup: float
+    vendor_ratio: float | None = None        # geometric mean, where every size timed the vendor
+
+    @property
+    def passed(self) -> bool:
+        return self.speedup >= self.min_speedup
+
+    @property
+    def roofline_percent(self) -> float | None:
+        """Geometric mean of the percent of the roofline over the sizes."""
+        values = [m.roofline.percent for m in self.sizes if m.roofline]
+        return geometric_mean(values) if values and len(values) == len(self.sizes) else None
+
+
+def geometric_mean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 @dataclass
@@ -141,9 +146,8 @@ class TaskResult:
     cases_total: int = 0
     correct: bool | None = None
     timing: Timing | None = None
-    roofline: Roofline | None = None
     profile: Profile | None = None
-    error: dict[str, str] | None = None
+    error: Problem | None = None
     points: Points | None = None
     sanitizer: list[dict[str, str]] = field(default_factory=list)   # {"tool", "message", "location"}
 
@@ -216,15 +220,8 @@ class GradeResult:
                 td["points"]["max"] = t.points.max
             if t.timing:
                 td["timing"]["passed"] = t.timing.passed
+                td["timing"]["roofline_percent"] = t.timing.roofline_percent
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
-
-    def _repr_html_(self) -> str:
-        from grader.report import render_html
-        return render_html(self)
-
-    def __rich__(self):
-        from grader.report import render_rich
-        return render_rich(self)

@@ -19,15 +19,19 @@ def points_and_ceilings(result: GradeResult, compute_units: dict[str, str]) -> t
     points: list[KernelPoint] = []
     ceilings: dict[float, Ceilings] = {}
     for t in result.tasks:
-        if not t.timing or not t.roofline:
+        if not t.timing or not t.timing.sizes[0].roofline:
             continue
-        tm, rf = t.timing, t.roofline
-        intensity = tm.flops / tm.bytes if tm.bytes else 0.0
-        for kind, seconds, label in (("learner", tm.learner_s, f"{t.name} (yours)"),
-                                     ("baseline", tm.baseline_s, f"{t.name} (naive)"),
-                                     ("vendor", tm.vendor_s, f"{t.name} (PyTorch)")):
-            if seconds:
-                points.append(KernelPoint(label, intensity, tm.flops / seconds / 1e12, kind, tm.bytes / seconds / 1e9))
+        several = len(t.timing.sizes) > 1
+        for tm in t.timing.sizes:
+            intensity = tm.flops / tm.bytes if tm.bytes else 0.0
+            at = f", {tm.label}" if several else ""
+            for kind, seconds, label in (("learner", tm.learner_s, f"{t.name} (yours{at})"),
+                                         ("baseline", tm.baseline_s, f"{t.name} (naive{at})"),
+                                         ("vendor", tm.vendor_s, f"{t.name} (PyTorch{at})")):
+                if seconds:
+                    points.append(KernelPoint(label, intensity, tm.flops / seconds / 1e12, kind,
+                                              tm.bytes / seconds / 1e9))
+        rf = t.timing.sizes[0].roofline
         profile = t.profile
         if profile and profile.kernels and all(k.dram_bytes for k in profile.kernels):
             flops = sum(k.fp32_flops or 0.0 for k in profile.kernels)

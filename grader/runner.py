@@ -7,7 +7,6 @@ kernel never costs the other tasks their grade.
 """
 from __future__ import annotations
 
-import json
 import os
 import resource
 import selectors
@@ -19,19 +18,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from grader.protocol import (Ceilings, Done, Event, Fatal, Job, Libraries, Progress, TaskDone, TaskOutcome,
+                             TaskStart, parse_event)
 from grader.spec import Exercise, repo_root
 
 STARTUP_TIMEOUT_S = float(os.environ.get("S2S_STARTUP_TIMEOUT", "180"))
 OUTPUT_LIMIT_BYTES = 64 << 20       # the learner's printf: beyond this the worker is stopped
 OUTPUT_TAIL_BYTES = 4000
 
-Progress = Callable[[dict[str, Any]], None]
+OnEvent = Callable[[Event], None]
 
 
 @dataclass
 class RunOutcome:
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)   # task -> raw worker result
-    ceilings: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, TaskOutcome] = field(default_factory=dict)
+    ceilings: Ceilings | None = None
     output: str = ""
     fatal: str = ""                                                    # the environment failed, not the learner
 
@@ -87,8 +88,8 @@ class Launch:
     timeout_factor: float = 1.0             # a sanitizer slows everything down
 
 
-def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[str, str]], seed: int,
-               *, timing: bool = True, progress: Progress | None = None, device: int = 0,
+def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Libraries], seed: int,
+               *, timing: bool = True, progress: OnEvent | None = None, device: int = 0,
                launch: Launch = Launch()) -> RunOutcome:
     """Grade ``tasks`` (their libraries already built) in as few worker processes as possible."""
     outcome = RunOutcome()
@@ -117,12 +118,12 @@ def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[s
     return outcome
 
 
-def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[str, str]], seed: int,
-                timing: bool, progress: Progress | None, device: int, log: Any,
+def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Libraries], seed: int,
+                timing: bool, progress: OnEvent | None, device: int, log: Any,
                 outcome: RunOutcome, launch: Launch) -> tuple[str | None, list[str]]:
     """Run one worker until it finishes or dies. Returns (task it died in, tasks it finished)."""
-    job = {"mode": launch.mode, "exercise_folder": str(exercise.folder), "order": tasks, "seed": seed,
-           "timing": timing, "device": device, "tasks": libraries}
+    job = Job(mode=launch.mode, exercise_folder=str(exercise.folder), order=tasks, seed=seed,
+              tasks={t: libraries[t] for t in tasks}, timing=timing, device=device)
     with tempfile.TemporaryDirectory(prefix="s2s-events-") as tmp:
         # Events travel through a named pipe: it survives wrappers (compute-sanitizer) that
         # do not pass inherited file descriptors on. The parent keeps a write end open so
@@ -138,7 +139,7 @@ def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[
                                 cwd=str(exercise.folder), start_new_session=True, preexec_fn=_limit_output)
         assert proc.stdin is not None
         try:
-            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.write(job.to_json().encode())
             proc.stdin.close()
         except BrokenPipeError:
             pass
@@ -151,7 +152,7 @@ def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, dict[
                 _kill(proc)
 
 
-def _watch(exercise: Exercise, proc: subprocess.Popen, read_fd: int, progress: Progress | None,
+def _watch(exercise: Exercise, proc: subprocess.Popen, read_fd: int, progress: OnEvent | None,
            outcome: RunOutcome, launch: Launch) -> tuple[str | None, list[str]]:
     selector = selectors.DefaultSelector()
     selector.register(read_fd, selectors.EVENT_READ)
@@ -169,7 +170,7 @@ def _watch(exercise: Exercise, proc: subprocess.Popen, read_fd: int, progress: P
                 _kill(proc)
                 if current is not None:
                     limit = task_timeout(exercise, current) * launch.timeout_factor
-                    outcome.results[current] = _failure(current, "timeout",
+                    outcome.results[current] = TaskOutcome.failure(current, "timeout",
                         f"stopped after {limit:g} s while {stage_text}: an endless loop in a kernel or in host "
                         "code, or a kernel far too slow for this size")
                 else:
@@ -180,33 +181,31 @@ def _watch(exercise: Exercise, proc: subprocess.Popen, read_fd: int, progress: P
             buffer += chunk
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
-                try:
-                    event = json.loads(line)
-                except ValueError:
+                event = parse_event(line)
+                if event is None:
                     continue
-                kind = event.get("event")
-                if kind == "ceilings":
-                    outcome.ceilings = {k: v for k, v in event.items() if k != "event"}
-                elif kind == "task_start":
-                    current = event["task"]
+                if isinstance(event, Ceilings):
+                    outcome.ceilings = event
+                elif isinstance(event, TaskStart):
+                    current = event.task
                     deadline = time.monotonic() + task_timeout(exercise, current) * launch.timeout_factor
                     stage_text = f"grading {current}"
-                elif kind == "progress":
-                    if event.get("stage") == "check":
-                        stage_text = f"checking case {event.get('case')}/{event.get('of')} ({event.get('label')})"
+                elif isinstance(event, Progress):
+                    if event.stage == "check":
+                        stage_text = f"checking case {event.case}/{event.of} ({event.label})"
                     else:
-                        stage_text = f"timing at {event.get('label')}"
-                elif kind == "task_done":
-                    outcome.results[event["task"]] = event["result"]
-                    finished.append(event["task"])
+                        stage_text = f"timing at {event.label}"
+                elif isinstance(event, TaskDone):
+                    outcome.results[event.task] = event.result
+                    finished.append(event.task)
                     current = None
                     deadline = time.monotonic() + startup
-                    if event.get("sticky"):
+                    if event.sticky:
                         _kill(proc)
                         return None, finished
-                elif kind == "fatal":
-                    outcome.fatal = event.get("message", "the GPU worker failed")
-                elif kind == "done":
+                elif isinstance(event, Fatal):
+                    outcome.fatal = event.message or "the GPU worker failed"
+                elif isinstance(event, Done):
                     exited = True
                 if progress:
                     progress(event)
@@ -216,7 +215,8 @@ def _watch(exercise: Exercise, proc: subprocess.Popen, read_fd: int, progress: P
                 exited = True          # one more pass drains what it wrote last
         code = _wait(proc)
         if current is not None:
-            outcome.results[current] = _failure(current, "crash", f"{_crash_message(code)} (while {stage_text})")
+            outcome.results[current] = TaskOutcome.failure(current, "crash",
+                                                           f"{_crash_message(code)} (while {stage_text})")
         elif not finished and not outcome.fatal and code != 0:
             outcome.fatal = f"the GPU worker failed before it graded anything ({_crash_message(code)})"
         return current, finished
@@ -240,16 +240,12 @@ def _read_available(fd: int) -> bytes:
 PRINTED_A_LOT_BYTES = 1 << 20
 
 
-def _blame_the_output(result: dict[str, Any] | None, printed: int) -> None:
+def _blame_the_output(result: TaskOutcome | None, printed: int) -> None:
     """A task stopped at its deadline after printing megabytes: the printing is the likely cause."""
-    error = (result or {}).get("error") or {}
-    if error.get("kind") == "timeout" and printed >= PRINTED_A_LOT_BYTES:
-        error["message"] += (f"; the code had printed {printed / (1 << 20):.0f} MB by then: printf, above all "
+    error = result.error if result is not None else None
+    if error is not None and error.kind == "timeout" and printed >= PRINTED_A_LOT_BYTES:
+        error.message += (f"; the code had printed {printed / (1 << 20):.0f} MB by then: printf, above all "
                              "in a kernel, is slow, so remove debugging output before grading")
-
-
-def _failure(task: str, kind: str, message: str) -> dict[str, Any]:
-    return {"task": task, "cases": [], "correct": False, "timing": None, "error": {"kind": kind, "message": message}}
 
 
 def _wait(proc: subprocess.Popen, timeout: float = 30.0) -> int | None:

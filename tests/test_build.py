@@ -91,8 +91,9 @@ def test_build_result_round_trips_through_dict():
 @pytest.mark.parametrize("arch, flag", [
     ("sm_80", "-gencode=arch=compute_80,code=sm_80"),
     ("sm_89", "-gencode=arch=compute_89,code=sm_89"),
-    ("sm_90", "-gencode=arch=compute_90a,code=sm_90a"),
-    ("sm_100", "-gencode=arch=compute_100a,code=sm_100a"),
+    ("sm_90", "-gencode=arch=compute_90,code=sm_90"),
+    ("sm_90a", "-gencode=arch=compute_90a,code=sm_90a"),
+    ("sm_100", "-gencode=arch=compute_100,code=sm_100"),
 ])
 def test_gencode(arch, flag):
     assert build.gencode(arch) == [flag]

@@ -236,8 +236,11 @@ def test_list_shows_exercises_tasks_and_last_result(tmp_path):
 @needs_nvcc
 def test_python_api_returns_a_result_with_html(cache):
     code = ("import json, grader\n"
+            "from IPython.core.interactiveshell import InteractiveShell\n"
+            "shell = InteractiveShell.instance()  # as in a notebook's kernel\n"
             "r = grader.grade('01', progress=False)\n"
-            "print(json.dumps({'type': type(r).__name__, 'html': r._repr_html_(), 'points': r.points,"
+            "html = shell.display_formatter.format(r)[0]['text/html']\n"
+            "print(json.dumps({'type': type(r).__name__, 'html': html, 'points': r.points,"
             " 'max': r.max_points, 'code': int(r.exit_code)}))\n")
     r = run(cache=cache, code=code)
     no_traceback(r)

@@ -12,12 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.derivations import CheckResult, check, core, foundations, prompts
+from grader import spec
+from grader.derivations import CheckResult, check, core, prompts
 from hardware.specs import default_spec, spec_for
 
 from derivation_helpers import (assert_valid_notebook_with_clear_outputs, cells_tagged,
                                 load_answers, read_notebook, run_cell, source, stub)
 from derivation_helpers import no_gpu  # noqa: F401 (autouse: no test here sees a real GPU)
+
+# The exercise's own checkers, from its folder (exercise.toml names them).
+foundations = spec.find("01").load_derivations()
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISE_DIR = ROOT / "exercises" / "01_foundations"

@@ -13,11 +13,14 @@ import numpy as np
 import pytest
 
 from grader import spec
-from grader.derivations import CheckResult, check, prompts, sequence_models
+from grader.derivations import CheckResult, check, prompts
 
 from derivation_helpers import (assert_valid_notebook_with_clear_outputs, cells_tagged,
                                 load_answers, read_notebook, run_cell, source, stub)
 from derivation_helpers import no_gpu  # noqa: F401 (autouse: the ridge-point cell sees no GPU)
+
+# The exercise's own checkers, from its folder (exercise.toml names them).
+sequence_models = spec.find("04").load_derivations()
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISE_DIR = ROOT / "exercises" / "04_sequence_models"
@@ -113,14 +116,14 @@ def test_the_exp_limits_are_where_numpy_overflows():
 def test_attention_shapes_and_formulas_agree_with_exercise_toml():
     exercise = spec.find("04")
     tasks = {t.name: t for t in exercise.tasks}
-    assert tasks["softmax"].benchmark.sizes["cols"] == sequence_models.ROW_LENGTH
+    assert tasks["softmax"].benchmarks[0].values["cols"] == sequence_models.ROW_LENGTH
     for shape in sequence_models.SHAPES:
         task = tasks[shape.task]
         sizes = {"bh": shape.bh, "seq": shape.seq, "dim": shape.dim, "causal": shape.causal}
-        bench = dict(task.benchmark.sizes)
+        bench = dict(task.benchmarks[0].values)
         assert {k: v for k, v in sizes.items() if k != "causal"} == \
             {k: v for k, v in bench.items() if k != "causal"}, shape.key
-        assert any(case.sizes == sizes for case in task.cases) or bench == sizes, shape.key
+        assert any(case.values == sizes for case in task.cases) or bench == sizes, shape.key
         assert task.flops(sizes) == shape.flops, shape.key
         assert task.bytes(sizes) == shape.bytes_fused, shape.key
         assert shape.element_bytes == next(a.itemsize for a in task.args if a.name == "q")

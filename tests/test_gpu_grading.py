@@ -35,7 +35,7 @@ def test_solutions_pass_every_task_with_their_speedup(exercise_id: str) -> None:
         assert t.timing.speedup >= t.timing.min_speedup
         assert t.points.total == t.points.max
         print(f"{exercise_id} {t.name}: {t.timing.speedup:.2f}x the baseline (needs {t.timing.min_speedup:g}x), "
-              f"{t.roofline.percent:.0f}% of the roofline")
+              f"{t.timing.roofline_percent:.0f}% of the roofline")
     assert result.exit_code == ExitCode.PASSED
     assert result.points == result.max_points
 

@@ -31,7 +31,17 @@ def findings_of(tmp_path: Path, text: str, task: spec.Task = TASK):
     ("int n", "int"),
     ("const int n", "int"),            # a const scalar is the same ABI
     ("unsigned int n", "unsigned int"),
-    ("long long n", "long long"),
+    ("long long n", "int64_t"),
+    ("int64_t n", "int64_t"),
+    ("long n", "int64_t"),
+    ("std::int64_t n", "int64_t"),
+    ("const int64_t* __restrict__ sizes", "const int64_t*"),
+    ("float* const* p", "float* const*"),
+    ("const float* const* g", "const float* const*"),
+    ("float const* const* __restrict__ g", "const float* const*"),
+    ("float* const* const p", "float* const*"),   # the pointer array's own const is top level
+    ("nv_bfloat16* y", "__nv_bfloat16*"),
+    ("const __nv_fp8_e4m3* W", "const __nv_fp8_e4m3*"),
     ("const __nv_bfloat16* q", "const __nv_bfloat16*"),
     ("float* const c", "float*"),      # a const pointer (not pointee) is still float*
     ("float", "float"),                # an unnamed parameter

@@ -18,8 +18,8 @@ from rich.console import Console
 from grader.build import BuildResult, KernelResources
 from grader.pipeline import describe_failure
 from grader.report import detail_lines, kernel_lines, render_html, render_rich
-from grader.result import (CaseResult, Device, ExitCode, GradeResult, KernelProfile, Mismatch, Points, Profile,
-                           Roofline, TaskResult, Timing)
+from grader.result import (CaseResult, Device, ExitCode, GradeResult, KernelProfile, Measurement, Mismatch, Points,
+                           Problem, Profile, Roofline, TaskResult, Timing)
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "grader" / "result.schema.json"
 
@@ -56,13 +56,14 @@ def good_build(source: str) -> BuildResult:
 
 
 def passed_task() -> TaskResult:
-    timing = Timing(label="n=67108864", case={"n": 67108864}, reps=40, learner_s=205e-6, baseline_s=1.23e-3,
-                    speedup=1.23e-3 / 205e-6, min_speedup=2.0, learner_spread=0.01, baseline_spread=0.02,
-                    flops=67108864.0, bytes=12 * 67108864.0, vendor_s=2.1e-4, vendor_ratio=2.1e-4 / 205e-6,
-                    learner_wall_s=2.3e-4)
     roofline = Roofline(bound="memory", achieved_gbs=3928.0, achieved_tflops=0.33, floor_s=192.5e-6,
                         percent=93.9, bandwidth_gbs=4183.0, compute_tflops=67.0,
                         source="copy bandwidth measured now")
+    size = Measurement(label="n=67108864", case={"n": 67108864}, reps=40, learner_s=205e-6, baseline_s=1.23e-3,
+                       speedup=1.23e-3 / 205e-6, learner_spread=0.01, baseline_spread=0.02,
+                       flops=67108864.0, bytes=12 * 67108864.0, vendor_s=2.1e-4, vendor_ratio=2.1e-4 / 205e-6,
+                       learner_wall_s=2.3e-4, roofline=roofline)
+    timing = Timing([size], speedup=size.speedup, min_speedup=2.0, vendor_ratio=size.vendor_ratio)
     kernel = KernelProfile(name="vadd_vec4", duration_us=192.2, memory_pct=85.0, compute_pct=6.9, dram_gbs=4088.0,
                            achieved_occupancy_pct=50.8, theoretical_occupancy_pct=62.5, occupancy_limiter="registers",
                            registers=48, block="256", grid="16384", global_load_efficiency_pct=100.0,
@@ -73,7 +74,25 @@ def passed_task() -> TaskResult:
     cases = [CaseResult(label=f"n={n}", case={"n": n}, passed=True, seconds=0.001) for n in (1, 31, 67108864)]
     return TaskResult("vector_add", "vector_add.cu", "passed", "correct (3/3) and 6.0x the baseline (needs 2x)",
                       build=good_build("vector_add.cu"), cases=cases, cases_total=3, correct=True, timing=timing,
-                      roofline=roofline, profile=Profile(True, "", [kernel]), points=Points(2, 1, 2, 1))
+                      profile=Profile(True, "", [kernel]), points=Points(2, 1, 2, 1))
+
+
+def gemm_task() -> TaskResult:
+    """A compute-bound task timed at three sizes: the speed bar applies to their geometric mean."""
+    sizes = []
+    for label, learner, baseline, tflops, percent in (("M=N=K=4096", 3.0e-3, 0.6, 45.8, 90.0),
+                                                     ("M=N=K=8192", 23.0e-3, 5.2, 47.8, 94.0),
+                                                     ("M=8192, N=3072, K=768", 0.9e-3, 0.1, 42.9, 84.3)):
+        roofline = Roofline(bound="compute", achieved_gbs=100.0, achieved_tflops=tflops, floor_s=learner * percent / 100,
+                            percent=percent, bandwidth_gbs=4183.0, compute_tflops=50.9, source="measured")
+        sizes.append(Measurement(label=label, case={}, reps=20, learner_s=learner, baseline_s=baseline,
+                                 speedup=baseline / learner, learner_spread=0.01, baseline_spread=0.01, flops=1.0,
+                                 bytes=1.0, vendor_s=learner * 0.95, vendor_ratio=0.95, roofline=roofline))
+    mean = (200 * (5.2 / 23e-3) * (0.1 / 0.9e-3)) ** (1 / 3)
+    timing = Timing(sizes, speedup=mean, min_speedup=40.0, vendor_ratio=0.95)
+    return TaskResult("sgemm", "sgemm.cu", "passed", f"correct (9/9) and {mean:.1f}x the baseline", build=good_build("sgemm.cu"),
+                      cases=[CaseResult("M=N=K=1", {}, True)], cases_total=1, correct=True, timing=timing,
+                      points=Points(2, 2, 2, 2))
 
 
 def failing_task(name: str, mismatch: Mismatch, label: str, case: dict) -> TaskResult:
@@ -97,7 +116,7 @@ def wrong_value_task() -> TaskResult:
 def compile_error_task(message: str = "bad.cu(3): error: expected a \";\"") -> TaskResult:
     build = BuildResult("bad.cu", False, None, [], message, 0.8, False, "sm_90", message)
     return TaskResult("softmax", "bad.cu", "failed", f"does not compile: {message}", build=build,
-                      error={"kind": "compile error", "message": message}, cases_total=12,
+                      error=Problem("compile error", message), cases_total=12,
                       points=Points(0, 0, 2, 1))
 
 
@@ -105,7 +124,7 @@ def timeout_task() -> TaskResult:
     msg = ("stopped after 60 s while checking case 3/8 (n=33): an endless loop in a kernel or in host code, "
            "or a kernel far too slow for this size")
     return TaskResult("attention", "attention.cu", "failed", msg, build=good_build("attention.cu"),
-                      error={"kind": "timeout", "message": msg}, cases_total=12, correct=False,
+                      error=Problem("timeout", msg), cases_total=12, correct=False,
                       points=Points(0, 0, 3, 2))
 
 
@@ -227,24 +246,58 @@ def test_html_escapes_learner_text():
     assert "&lt;img src=x onerror=alert(2)&gt;" in page
 
 
-def test_repr_html_is_the_html_report():
-    result = result_of(passed_task())
-    assert result._repr_html_() == render_html(result)
+def test_a_notebook_shows_the_html_report():
+    """The result model knows no views: the notebook registers the HTML report with IPython."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from grader.report import register_notebook_display
+    shell = InteractiveShell.instance()
+    try:
+        register_notebook_display()
+        result = result_of(passed_task())
+        shown, _ = shell.display_formatter.format(result)
+        assert shown["text/html"] == render_html(result)
+    finally:
+        InteractiveShell.clear_instance()
+
+
+def test_several_benchmark_sizes_show_each_and_the_geometric_mean():
+    result = result_of(gemm_task())
+    mean = gemm_task().timing.speedup
+    for shown in (flat(text_of(result)), html_text(result)):
+        assert f"{mean:.2f}x geo-mean (needs 40x)" in shown
+        assert "3 sizes" in shown
+        assert "89% geo-mean" in shown                         # of 90, 94 and 84.3 percent
+        assert "at M=N=K=8192: 23.00 ms, 226.09x the baseline, 94% of the roofline (47.8 TFLOP/s), " \
+               "0.95x PyTorch's speed" in shown
+        assert "at M=8192, N=3072, K=768: 900.0 µs" in shown
+    data = json.loads(result.to_json())
+    assert [s["label"] for s in data["tasks"][0]["timing"]["sizes"]] == ["M=N=K=4096", "M=N=K=8192",
+                                                                       "M=8192, N=3072, K=768"]
+    assert data["tasks"][0]["timing"]["roofline_percent"] == pytest.approx(89.35, abs=0.01)
+
+
+def test_state_left_unchanged_is_named():
+    task = failing_task("adamw", Mismatch("p[3]", [17], 0.25, 0.5, 40, 768, "not updated", 1e-6),
+                        "params: 148 tensors; call 2 of 4 (step=2)", {})
+    for shown in (flat(text_of(result_of(task))), html_text(result_of(task))):
+        assert "p[3][17] = 0.5 is what it held before the call; expected 0.25: the state was not updated" in shown
 
 
 # --------------------------------------------------------------------------- JSON
 
 def everything() -> GradeResult:
     task = not_written_task()
-    task.cases[-1].error = {"kind": "out of bounds", "message": "memory just outside 'out' was overwritten"}
-    return result_of(passed_task(), task, wrong_value_task(), compile_error_task(), timeout_task(), not_run_task())
+    task.cases[-1].error = Problem("out of bounds", "memory just outside 'out' was overwritten")
+    return result_of(passed_task(), task, wrong_value_task(), compile_error_task(), timeout_task(), not_run_task(),
+                     gemm_task())
 
 
 def test_json_validates_against_schema(validator):
     data = json.loads(everything().to_json())
     validator.validate(data)
     assert data["exit_code"] == 1
-    assert data["points"] == 3 and data["max_points"] == 3 + 3 + 3 + 3 + 5 + 6
+    assert data["points"] == 3 + 4 and data["max_points"] == 3 + 3 + 3 + 3 + 5 + 6 + 4
 
 
 def test_json_round_trips():
@@ -286,7 +339,9 @@ def test_schema_lists_every_result_field(validator):
     assert set(task["build"]) == set(defs["build"]["properties"])
     assert set(task["build"]["kernels"][0]) == set(defs["kernel_resources"]["properties"])
     assert set(task["timing"]) == set(defs["timing"]["properties"])
-    assert set(task["roofline"]) == set(defs["roofline"]["properties"])
+    assert set(task["timing"]["sizes"][0]) == set(defs["measurement"]["properties"])
+    assert set(task["timing"]["sizes"][0]["roofline"]) == set(defs["roofline"]["properties"])
+    assert set(data["tasks"][3]["error"]) == set(defs["error"]["properties"])
     assert set(task["profile"]) == set(defs["profile"]["properties"])
     assert set(task["profile"]["kernels"][0]) == set(defs["kernel_profile"]["properties"])
     assert set(task["points"]) == set(defs["points"]["properties"])
@@ -300,10 +355,10 @@ def test_schema_lists_every_result_field(validator):
 
 def test_schema_error_kinds_cover_every_kind_the_grader_writes(validator):
     grader = Path(__file__).resolve().parents[1] / "grader"
-    source = "\n".join(p.read_text() for p in grader.glob("*.py"))
-    kinds = set(re.findall(r'"kind":\s*"([^"]+)"', source))
-    kinds |= set(re.findall(r'_failure\(\w+,\s*"([^"]+)"', source))
-    kinds |= set(re.findall(r'return "([a-z ]+)", \(?f?"', (grader / "worker.py").read_text()))
+    source = "\n".join(p.read_text() for p in grader.rglob("*.py"))
+    kinds = set(re.findall(r'Problem\(\s*"([^"]+)"', source))
+    kinds |= set(re.findall(r'failure\(\w+,\s*"([^"]+)"', source))
+    kinds |= set(re.findall(r'return "([a-z ]+)", \(?f?"', source))
     assert {"compile error", "timeout", "crash", "out of bounds"} <= kinds   # the scan itself works
     documented = set(validator.schema["$defs"]["error"]["properties"]["kind"]["enum"])
     assert kinds <= documented, f"undocumented error kinds: {sorted(kinds - documented)}"

@@ -85,9 +85,9 @@ def test_prototype_spells_c_types():
 # --------------------------------------------------------------------------- reference agrees with the spec
 
 @pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
-def test_reference_parameters_are_inputs_then_scalars(ex, task):
+def test_reference_parameters_are_the_arguments_but_the_outputs(ex, task):
     fn = ex.reference_function(task)
-    want = [a.name + "_" if keyword.iskeyword(a.name) else a.name for a in task.inputs + task.scalars]
+    want = [a.name + "_" if keyword.iskeyword(a.name) else a.name for a in task.reference_args]
     assert spec.reference_parameters(fn) == want
 
 
@@ -97,9 +97,22 @@ def test_keyword_parameter_gets_trailing_underscore():
 
 
 def small_cases(task: Task) -> list[spec.Case]:
-    def elements(case: spec.Case) -> int:
-        return sum(a.numel(case.sizes) for a in task.inputs + task.outputs)
-    return [c for c in task.cases if elements(c) <= SMALL_ELEMENTS]
+    return [c for c in task.cases if sum(a.numel(c) for a in task.tensors) <= SMALL_ELEMENTS]
+
+
+def reference_inputs(task: Task, case: spec.Case, gen: torch.Generator) -> list:
+    """What the grader passes a reference: float64 tensors (lists of them), element counts, scalars."""
+    scalars = task.scalar_values(case, 0)
+    out = []
+    for a in task.reference_args:
+        if a.role == "scalar":
+            out.append(scalars[a.name])
+        elif a.sizes_of:
+            out.append(torch.tensor([math.prod(s) for s in case.lists[a.sizes_of]], dtype=torch.int64))
+        else:
+            tensors = [torch.randn(s, generator=gen, dtype=torch.float64).abs() for s in a.shapes(case)]
+            out.append(tensors if a.list else tensors[0])
+    return out
 
 
 @pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
@@ -109,15 +122,14 @@ def test_reference_output_shapes_match_the_spec(ex, task):
     assert cases, "every task needs cases small enough to check on a CPU"
     gen = torch.Generator().manual_seed(0)
     for case in cases:
-        inputs = [torch.randn(a.dims(case.sizes), generator=gen, dtype=torch.float64) for a in task.inputs]
         with torch.no_grad():
-            got = fn(*inputs, *(case.sizes[a.name] for a in task.scalars))
-        got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
-        assert len(got) == len(task.outputs)
-        for out, arg in zip(got, task.outputs):
-            assert tuple(out.shape) == arg.dims(case.sizes), f"{arg.name} at {case.describe()}"
-            assert out.dtype == torch.float64
-            assert bool(torch.isfinite(out).all())
+            got = fn(*reference_inputs(task, case, gen))
+        got = got if isinstance(got, tuple) else (got,)
+        assert len(got) == len(task.results)
+        for out, arg in zip(got, task.results):
+            outs = list(out) if arg.list else [out]
+            assert [tuple(o.shape) for o in outs] == arg.shapes(case), f"{arg.name} at {case.describe()}"
+            assert all(o.dtype == torch.float64 and bool(torch.isfinite(o).all()) for o in outs)
 
 
 def test_ex01_references_compute_the_right_thing():
@@ -133,29 +145,37 @@ def test_ex01_references_compute_the_right_thing():
 # --------------------------------------------------------------------------- cases and benchmark
 
 @pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
-def test_benchmark_is_one_of_the_cases(ex, task):
-    assert task.benchmark.sizes in [c.sizes for c in task.cases]
+def test_every_benchmark_is_one_of_the_cases(ex, task):
+    for bench in task.benchmarks:
+        assert (bench.values, bench.lists) in [(c.values, c.lists) for c in task.cases]
+
+
+def sizes(task: Task, case: spec.Case) -> list[int]:
+    """The integer sizes of a case: its int scalars and every dimension of its lists."""
+    ints = [v for a in task.scalars if a.dtype != "float32" and a.name in case.values for v in [case.values[a.name]]]
+    return ints + [d for shapes in case.lists.values() for s in shapes for d in s]
 
 
 @pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
 def test_cases_include_the_smallest_and_odd_sizes(ex, task):
-    scalars = [a.name for a in task.scalars]
-    assert any(c.sizes[s] == 1 for c in task.cases for s in scalars), "a case with some size 1"
-    assert any(c.sizes[s] % 2 == 1 and c.sizes[s] > 1 for c in task.cases for s in scalars), "an odd size > 1"
+    assert any(1 in sizes(task, c) for c in task.cases), "a case with some size 1"
+    assert any(any(v % 2 == 1 and v > 1 for v in sizes(task, c)) for c in task.cases), "an odd size > 1"
 
 
 @pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
-def test_formulas_evaluate_at_the_benchmark(ex, task):
-    flops, nbytes = task.work(task.benchmark)
-    assert flops >= 0 and nbytes > 0
-    moved = sum(a.numel(task.benchmark.sizes) * a.itemsize for a in task.inputs + task.outputs)
-    # The byte formula is the least traffic: every input read once, every output written once.
-    assert nbytes == pytest.approx(moved, rel=0.01)
+def test_formulas_evaluate_at_every_benchmark(ex, task):
+    for bench in task.benchmarks:
+        flops, nbytes = task.work(bench)
+        assert flops >= 0 and nbytes > 0
+        # The byte formula is the least traffic: every input read once, every output written once,
+        # state updated in place read once and written once.
+        moved = sum(a.nbytes(bench) * (2 if a.role == "inout" else 1) for a in task.tensors if not a.sizes_of)
+        assert nbytes == pytest.approx(moved, rel=0.01), bench.describe()
 
 
 def test_ex01_benchmark_is_large_enough_to_measure_bandwidth():
     for task in spec.find("01").tasks:
-        elements = sum(a.numel(task.benchmark.sizes) for a in task.inputs)
+        elements = sum(a.numel(task.benchmarks[0]) for a in task.inputs)
         assert elements >= 2 ** 26, task.name
 
 
@@ -252,7 +272,37 @@ def test_minimal_exercise_loads_with_defaults(tmp_path):
     (lambda t: t.replace('flops = "n"', 'flops = "n"\ncompute = "fp64"'), "compute must be one of"),
     (lambda t: t.replace('flops = "n"', 'flops = "n"\ncondition = "rel"'), "condition must be 'none' or 'abs'"),
     (lambda t: t.replace('  { name = "y", role = "out", dtype = "float32", shape = ["n"] },\n', ""),
-     "a task needs at least one 'out' argument"),
+     "a task needs at least one 'out' or 'inout' argument"),
+    (lambda t: t.replace("{ n = 33 }]", "{ n = 1.5 }]"), "n = 1.5, but n is an integer (int32)"),
+    (lambda t: t.replace("{ n = 33 }]", "{ n = 4294967296 }]"), "n = 4294967296 does not fit in int32"),
+    (lambda t: t.replace("{ n = 33 }]", '{ n = "33" }]'), "n is a int32 scalar: give a number"),
+    (lambda t: t.replace('role = "in", dtype = "float32"', 'role = "in", dtype = "float32", fill = "gauss"'),
+     "argument 'x' has fill 'gauss'"),
+    (lambda t: t.replace('{ name = "x", role = "in", dtype = "float32", shape = ["n"] }',
+                         '{ name = "x", role = "in", dtype = "float32", list = "ts", shape = ["n"] }'),
+     "argument 'x' needs exactly one of 'shape'"),
+    (lambda t: t.replace('{ name = "x", role = "in", dtype = "float32", shape = ["n"] }',
+                         '{ name = "x", role = "in", dtype = "float32", shape = ["n"], rtol = 0.1 }'),
+     "argument 'x' is an input; tolerances belong to outputs"),
+    (lambda t: t.replace('{ name = "n", role = "scalar", dtype = "int32" }',
+                         '{ name = "n", role = "scalar", dtype = "int32", length_of = "ts" }'),
+     "refers to the list 'ts', but no argument has list = 'ts'"),
+    (lambda t: t.replace("benchmark = { n = 33 }", "benchmark = []"), "'benchmark' is empty"),
+    (lambda t: t.replace("benchmark = { n = 33 }", "benchmark = [{ n = 33 }, { k = 2 }]"),
+     "benchmark: case {'k': 2} must set exactly"),
+    (lambda t: t.replace("min_speedup = 2.0", 'min_speedup = 2.0\nbuild = { flags = ["O3"] }'),
+     "build.flags must be a list of nvcc options"),
+    (lambda t: t.replace("min_speedup = 2.0", 'min_speedup = 2.0\nbuild = { arch = { sm_90 = "hopper" } }'),
+     "build.arch maps a GPU's architecture"),
+    (lambda t: t.replace("min_speedup = 2.0", 'min_speedup = 2.0\nbuild = { target = "sm_90a" }'),
+     "build has unknown keys ['target']"),
+    (lambda t: t.replace("min_speedup = 2.0", "min_speedup = 2.0\ncalls = [{ m = 1 }]"),
+     "calls[0] sets 'm', which is not a scalar a case sets"),
+    (lambda t: t.replace("{ n = 33 }]", "{ n = 33, fill = { y = \"zeros\" } }]"),
+     "fill must map input or inout arguments (['x'])"),
+    (lambda t: t.replace('{ name = "y", role = "out", dtype = "float32", shape = ["n"] }',
+                         '{ name = "y", role = "out", dtype = "float32", shape = ["n"], colour = 1 }'),
+     "argument 'y' has unknown keys ['colour']"),
     (lambda t: t.replace("cases = [{ n = 1 }, { n = 33 }]", "cases = []"), "'cases' is empty"),
     (lambda t: t + GOOD_TASK, "task names must be unique"),
     (lambda t: t.split("[[tasks]]")[0], "at least one [[tasks]] entry"),
@@ -289,7 +339,100 @@ def test_unknown_task_lists_the_tasks():
 
 def test_shapes_and_work_of_a_case():
     task = spec.find("01").task("transpose")
-    sizes = {"rows": 3, "cols": 5}
-    assert [a.dims(sizes) for a in task.inputs + task.outputs] == [(3, 5), (5, 3)]
-    assert task.work(spec.Case(sizes)) == (0.0, 8.0 * 15)
-    assert math.prod(task.outputs[0].dims(sizes)) == task.outputs[0].numel(sizes)
+    case = spec.Case({"rows": 3, "cols": 5})
+    assert [a.shapes(case) for a in task.inputs + task.outputs] == [[(3, 5)], [(5, 3)]]
+    assert task.work(case) == (0.0, 8.0 * 15)
+    assert task.outputs[0].numel(case) == 15 and task.outputs[0].nbytes(case) == 60
+
+
+# --------------------------------------------------------------------------- the spec's vocabulary
+
+STATEFUL = HEADER + """
+[[tasks]]
+name = "step"
+source = "step.cu"
+baseline = "baselines/step.cu"
+flops = "3 * numel(params)"
+bytes = "16 * numel(params)"
+min_speedup = 2.0
+build = { flags = ["-DFAST=1"], arch = { sm_90 = "sm_90a" } }
+calls = [{ t = 1 }, { t = 2 }, { t = 10000 }]
+args = [
+  { name = "p", role = "inout", dtype = "float32", list = "params" },
+  { name = "g", role = "in", dtype = "float32", list = "params" },
+  { name = "v", role = "inout", dtype = "float32", list = "params", fill = "positive", rtol = 1e-4 },
+  { name = "sizes", role = "in", dtype = "int64", sizes_of = "params" },
+  { name = "count", role = "scalar", dtype = "int32", length_of = "params" },
+  { name = "lr", role = "scalar", dtype = "float32" },
+  { name = "t", role = "scalar", dtype = "int64" },
+]
+cases = [
+  { params = [[1]], lr = 0.001 },
+  { params = [[3, 5], { shapes = [[7], [2, 2]], repeat = 3 }], lr = 0.5, fill = { g = "zeros" } },
+]
+benchmark = [{ params = [[1]], lr = 0.001, t = 7 }, { params = [[3, 5], [7]], lr = 0.5, t = 7 }]
+"""
+
+
+def test_an_inout_list_task_with_typed_scalars_loads(tmp_path):
+    task = spec.load(write_exercise(tmp_path, STATEFUL)).task("step")
+    assert task.prototype() == ('extern "C" void step(float* const* p, const float* const* g, float* const* v, '
+                                'const int64_t* sizes, int count, float lr, int64_t t);')
+    assert [a.name for a in task.reference_args] == ["p", "g", "v", "sizes", "count", "lr", "t"]
+    assert [a.name for a in task.results] == ["p", "v"]
+    second = task.cases[1]
+    assert second.lists["params"] == ((3, 5),) + ((7,), (2, 2)) * 3
+    assert second.fills == {"g": "zeros"}
+    # lr is a float32 scalar: it keeps its fraction, rounded as the kernel will see it.
+    assert task.cases[0].values["lr"] == spec.float32(0.001) != 0
+    assert task.scalar_values(second, 2) == {"count": 7, "lr": 0.5, "t": 10000}
+    assert [c.values.get("t") for c in task.cases] == [None, None]
+    assert task.work(task.benchmarks[1]) == (3.0 * 22, 16.0 * 22)
+    assert [a.shapes(task.benchmarks[1]) for a in task.args if a.name in ("g", "sizes")] == [[(3, 5), (7,)], [(2,)]]
+    assert (task.build.flags, task.build.target("sm_90"), task.build.target("sm_80")) == (("-DFAST=1",), "sm_90a", "sm_80")
+    v = next(a for a in task.args if a.name == "v")
+    assert (v.fill, v.rtol, v.atol) == ("positive", 1e-4, None)
+
+
+def test_every_dtype_has_its_c_type(tmp_path):
+    text = (GOOD_TASK.replace('name = "x", role = "in", dtype = "float32"', 'name = "x", role = "in", dtype = "bfloat16"')
+            .replace('name = "y", role = "out", dtype = "float32"', 'name = "y", role = "out", dtype = "float8_e4m3fn"'))
+    task = spec.load(write_exercise(tmp_path, HEADER + text)).task("scale")
+    assert task.prototype() == 'extern "C" void scale(const __nv_bfloat16* x, __nv_fp8_e4m3* y, int n);'
+    assert {d.name: d.c_type for d in spec.DTYPES.values()} == {
+        "float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
+        "float8_e4m3fn": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2", "int8": "int8_t", "uint8": "uint8_t",
+        "int32": "int", "int64": "int64_t"}
+
+
+def test_a_case_without_a_scalar_that_every_call_sets_still_needs_it_in_a_benchmark(tmp_path):
+    text = STATEFUL.replace("{ params = [[1]], lr = 0.001, t = 7 }, ", "{ params = [[1]], lr = 0.001 }, ")
+    with pytest.raises(SpecError, match=r"benchmark: case .* missing \['t'\]"):
+        spec.load(write_exercise(tmp_path, text))
+
+
+@pytest.mark.parametrize("bad, fragment", [
+    ("[[0]]", "a tensor shape is a list of positive integers"),
+    ("[]", "an empty list of tensors"),
+    ("[{ shapes = [[1]], repeat = 0 }]", "repeat in params must be a positive integer"),
+    ("[{ shape = [[1]] }]", "a group in params is { shapes"),
+])
+def test_bad_lists_of_shapes_are_named(tmp_path, bad, fragment):
+    text = STATEFUL.replace("{ params = [[1]], lr = 0.001 },", f"{{ params = {bad}, lr = 0.001 }},")
+    folder = write_exercise(tmp_path, text)
+    with pytest.raises(SpecError) as err:
+        spec.load(folder)
+    assert fragment in str(err.value) and "[task step] cases" in str(err.value)
+
+
+def test_float32_scalars_must_be_finite_float32(tmp_path):
+    with pytest.raises(SpecError, match="lr = 1e\\+39 is not a finite float32"):
+        spec.load(write_exercise(tmp_path, STATEFUL.replace("lr = 0.5, fill", "lr = 1e39, fill")))
+
+
+def test_expressions_count_the_elements_of_a_list():
+    env = {"params": [[3, 5], [7]], "n": 2}
+    assert Expr("numel(params)")(env) == 22
+    assert Expr("len(params) * n")(env) == 4
+    with pytest.raises(SpecError, match="numel\\(\\) takes a list of tensors"):
+        Expr("numel(n)")(env)

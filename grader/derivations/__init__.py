@@ -1,6 +1,8 @@
 """Derivation prompts: the questions of each notebook whose answers are checked on a CPU.
 
-In a notebook::
+The checkers live in each exercise's folder (``derivations = "derivations.py"`` in its
+exercise.toml), a module whose ``PROMPTS`` lists the prompts in the order the notebook asks them;
+:mod:`grader.derivations.core` is the machinery they share. In a notebook::
 
     from grader.derivations import check
     check("01", "relu_jacobians", {"jacobian_y_wrt_x": jacobian_y_wrt_x, ...})
@@ -14,23 +16,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from grader.derivations import foundations, sequence_models
+from grader import spec as specmod
 from grader.derivations.core import (CheckResult, Prompt, PromptInfo, ReferenceGpu, reference_gpu,
                                      run_prompt)
 
-# Exercise id -> its prompts, in the order the notebook asks them.
-EXERCISES: dict[str, tuple[Prompt, ...]] = {
-    foundations.EXERCISE: foundations.PROMPTS,
-    sequence_models.EXERCISE: sequence_models.PROMPTS,
-}
-
 
 def _prompts_of(exercise: str) -> tuple[Prompt, ...]:
+    """The prompts of an exercise (by id, folder name or path), from its derivations module."""
     try:
-        return EXERCISES[exercise]
-    except KeyError:
-        raise ValueError(f"no derivation prompts for exercise {exercise!r}; exercises with "
-                         f"prompts: {', '.join(sorted(EXERCISES))}") from None
+        found = specmod.find(exercise)
+    except specmod.SpecError as exc:
+        raise ValueError(str(exc)) from None
+    module = found.load_derivations()
+    if module is None:
+        raise ValueError(f"exercise {found.id} ({found.slug}) has no derivation prompts: its exercise.toml "
+                         "names no derivations module")
+    prompts = getattr(module, "PROMPTS", None)
+    if not isinstance(prompts, tuple) or not all(isinstance(p, Prompt) for p in prompts):
+        raise ValueError(f"{found.folder / found.derivations_file} must define PROMPTS, a tuple of "
+                         "grader.derivations.core.Prompt")
+    return prompts
 
 
 def prompts(exercise: str) -> list[PromptInfo]:

@@ -172,6 +172,17 @@ def fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
+def size_label(case: Any) -> str:
+    """A case of exercise.toml as people write it: "n = 2^26 = 67,108,864", "rows = 8,192, cols = 8,192"."""
+    parts = []
+    for name, value in case.values.items():
+        if isinstance(value, int) and value >= 1 << 10 and value & (value - 1) == 0 and len(case.values) == 1:
+            parts.append(f"{name} = 2^{value.bit_length() - 1} = {value:,}")
+        else:
+            parts.append(f"{name} = {fmt(value)}")
+    return ", ".join(parts)
+
+
 # ------------------------------------------------------------------ the learner's functions
 
 OK, NO = "\u2714", "\u2718"

@@ -90,9 +90,9 @@ def shown(result: TaskResult, field: str) -> str | None:
     """The value a learner sees in ``field`` of a task's result (None where there is none)."""
     failing = next((c for c in result.cases if not c.passed), None)
     if field == "error.kind":
-        return (result.error or {}).get("kind")
+        return result.error.kind if result.error else None
     if field == "case.error.kind":
-        return (failing.error or {}).get("kind") if failing else None
+        return failing.error.kind if failing and failing.error else None
     if field == "mismatch.reason":
         return failing.mismatch.reason if failing and failing.mismatch else None
     if field == "timing.passed":

@@ -11,23 +11,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from grader import spec as specmod
 from grader.derivations import core
 from grader.derivations.core import (Called, NumericQuestion, Prompt, TableRow, Verdict,
                                      as_float_array, ask_for_numbers, call_learner,
                                      check_numbers, check_table, close, functions_verdict,
-                                     missing_functions, worst_entry)
+                                     missing_functions, size_label, worst_entry)
 from hardware.specs import GpuSpec, default_spec
 
-EXERCISE = "01"
-
-# Benchmark sizes of exercise.toml; a test keeps the two in step.
-N = 2**26
-ROWS = COLS = 8192
+# This exercise's exercise.toml: the benchmark sizes and the FLOP and byte formulas come from there.
+EXERCISE = specmod.load(Path(__file__).resolve().parent)
 
 # The learner derives by hand what we compute in float64; both should agree to rounding.
 RTOL_CALCULUS, ATOL_CALCULUS = 1e-6, 1e-9
@@ -389,25 +388,36 @@ class Task:
     reads_only: float  # bytes if the write were forgotten
     flops_hint: str
     bytes_hint: str
+    millions: str      # the slip of reading 2^20 as a million, in words
 
 
-TASKS = (
-    Task("vector_add", f"n = 2^26 = {N:,}", flops=N, bytes=12 * N, reads_only=8 * N,
-         flops_hint="How many floating-point additions does one element of c cost? Loads and "
-                    "stores are not FLOPs.",
-         bytes_hint="Count every array the kernel must touch once: a and b are read, c is "
-                    "written, 4 bytes per float32."),
-    Task("reduce_sum", f"n = 2^26 = {N:,}", flops=N, bytes=4 * N, reads_only=4 * N,
-         flops_hint="Summing n numbers takes about one addition per number.",
-         bytes_hint="x is read once, 4 bytes per float32; the single output float is "
-                    "negligible."),
-    Task("transpose", f"{ROWS:,} x {COLS:,}", flops=0, bytes=8 * ROWS * COLS,
-         reads_only=4 * ROWS * COLS,
-         flops_hint="A transpose moves data and does no floating-point arithmetic; index "
-                    "computations are integer work and do not count.",
-         bytes_hint="Every element of in is read once and every element of out written once, "
-                    "4 bytes each."),
-)
+HINTS = {
+    "vector_add": ("How many floating-point additions does one element of c cost? Loads and stores are "
+                   "not FLOPs.",
+                   "Count every array the kernel must touch once: a and b are read, c is written, 4 bytes "
+                   "per float32."),
+    "reduce_sum": ("Summing n numbers takes about one addition per number.",
+                   "x is read once, 4 bytes per float32; the single output float is negligible."),
+    "transpose": ("A transpose moves data and does no floating-point arithmetic; index computations are "
+                  "integer work and do not count.",
+                  "Every element of in is read once and every element of out written once, 4 bytes each."),
+}
+
+
+def _task(name: str) -> Task:
+    """A task's numbers at its (first) benchmark size, from the spec's own formulas."""
+    task = EXERCISE.task(name)
+    case = task.benchmarks[0]
+    flops, nbytes = task.work(case)
+    reads_only = float(sum(a.nbytes(case) for a in task.inputs))
+    largest = max(v for v in case.values.values())
+    millions = (f"2^{largest.bit_length() - 1} is {largest:,}, not {largest >> 20:,} million."
+                if largest >= 1 << 20 and largest & (largest - 1) == 0 else
+                "A mebi (2^20 = 1,048,576) is not a million.")
+    return Task(name, size_label(case), flops, nbytes, reads_only, *HINTS[name], millions)
+
+
+TASKS = tuple(_task(name) for name in HINTS)
 
 ROOFLINE_FIELDS = ("flops", "bytes", "intensity", "time_us")
 
@@ -421,7 +431,7 @@ def roofline_time_us(flops: float, nbytes: float, spec: GpuSpec) -> float:
 
 def _diag_flops(task: Task, got: float) -> str:
     if task.flops and _ratio_is(got, task.flops, 1e6 / 2**20):
-        return "2^26 is 67,108,864, not 64 million."
+        return task.millions
     return task.flops_hint
 
 
@@ -432,7 +442,7 @@ def _diag_bytes(task: Task, got: float) -> str:
     if _ratio_is(got, task.bytes, 1 / 4):
         return "That counts elements; count bytes (a float32 is 4 bytes)."
     if _ratio_is(got, task.bytes, 1e6 / 2**20):
-        return "2^26 is 67,108,864, not 64 million."
+        return task.millions
     if task.name == "vector_add" and _ratio_is(got, task.bytes, 4 / 3):
         return ("The minimum does not read c before writing it: a store that fills whole cache "
                 "lines needs no read. " + task.bytes_hint)

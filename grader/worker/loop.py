@@ -1,0 +1,156 @@
+"""The worker's event loop: read the job, grade its tasks one by one, report each as an event."""
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from grader import spec as specmod
+from grader.protocol import (CaseResult, Ceilings, Done, Event, Fatal, Job, Problem, Progress, TaskDone,
+                             TaskOutcome, TaskStart)
+from grader.worker.checking import Checker, case_seed
+from grader.worker.entry import Entry, Sticky, synchronize
+from grader.worker.memory import GUARD_BYTES, CaseMemory
+from grader.worker.profiling import profile_tasks
+from grader.worker.timing import measure_ceilings, time_task
+
+
+class Emitter:
+    """Events to the parent, one JSON object a line, into the path it named (a FIFO or a file)."""
+
+    def __init__(self, path: str):
+        self._f = open(path, "w", buffering=1)
+
+    def __call__(self, event: Event) -> None:
+        self._f.write(event.to_line())
+        self._f.flush()
+
+
+def check_case(task: specmod.Task, case: specmod.Case, learner: Entry, reference: Callable[..., Any],
+               seed: int, guard: int) -> CaseResult:
+    """The case's calls on fresh inputs and one state, each compared with its reference; the first
+    call that goes wrong is the result."""
+    memory = CaseMemory.allocate(task, case, guard)
+    memory.fill(seed)
+    seconds = 0.0
+    for call in range(len(task.calls)):
+        if call:   # fresh inputs, the state (inout buffers) as the previous call left it
+            memory.fill(case_seed(seed, "call", str(call)), roles=("in",))
+        scalars = task.scalar_values(case, call)
+        memory.snapshot()
+        memory.poison_outputs()
+        synchronize()
+        t0 = time.perf_counter()
+        learner(memory.call_values(scalars))
+        try:
+            synchronize()
+        except Sticky as exc:
+            raise Sticky(f"{exc} (case {_label(task, case, call)})") from None
+        seconds += time.perf_counter() - t0
+        problem = learner.launch_problem() or memory.damage()
+        mismatch = None if problem else Checker(task, reference, memory, scalars).compare()
+        if problem or mismatch:
+            return CaseResult(_label(task, case, call), case.to_dict(), False, seconds,
+                              Problem(*problem) if problem else None, mismatch)
+    return CaseResult(case.describe(), case.to_dict(), True, seconds)
+
+
+def _label(task: specmod.Task, case: specmod.Case, call: int) -> str:
+    if len(task.calls) == 1:
+        return case.describe()
+    changed = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in task.calls[call].items())
+    return f"{case.describe()}; call {call + 1} of {len(task.calls)}" + (f" ({changed})" if changed else "")
+
+
+def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise, name: str,
+             ceilings: dict[str, Any]) -> TaskOutcome:
+    task = exercise.task(name)
+    libraries = job.tasks[name]
+    try:
+        learner = Entry(libraries.library, task)
+    except LookupError:
+        return TaskOutcome.failure(name, "missing symbol", f"the library has no function named {task.symbol!r}")
+    reference = exercise.reference_function(task)
+    sanitize = job.mode == "sanitize"
+    cases = list(task.cases)
+    if sanitize:   # the sanitizer slows kernels 10-100x: its job is to find bad accesses, small sizes do
+        cases = [c for c in cases if sum(a.numel(c) for a in task.tensors) <= job.max_elements]
+    outcome = TaskOutcome(name)
+    for i, case in enumerate(cases):
+        emit(Progress(name, "check", case.describe(), i + 1, len(cases)))
+        result = check_case(task, case, learner, reference, case_seed(job.seed, name, f"case{i}"),
+                            0 if sanitize else GUARD_BYTES)
+        outcome.cases.append(result)
+        if not result.passed:
+            _free()
+            return outcome           # the first failing case is what the learner needs
+    outcome.correct = True
+    _free()
+    if job.timing and not sanitize:
+        baseline = Entry(libraries.baseline_library, task)
+        vendor = getattr(exercise.load_reference(), task.vendor) if task.vendor else None
+        timing = time_task(emit, task, learner, baseline, reference, vendor, job.seed, ceilings)
+        _free()     # the benchmark's buffers went with time_task's frame
+        if isinstance(timing, Problem):
+            outcome.error, outcome.correct = timing, False
+        else:
+            outcome.timing = timing
+    return outcome
+
+
+def _free() -> None:
+    import torch
+    torch.cuda.empty_cache()
+
+
+def main(argv: list[str]) -> int:
+    # Python ignores SIGXFSZ; restore the default so that output beyond the runner's file-size
+    # limit (megabytes of printf) stops this process instead of being silently dropped.
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    emit = Emitter(argv[1])
+    job = Job.from_json(sys.stdin.read())
+    sys.stdin.close()
+    try:
+        # PyTorch takes seconds to import; let it load while CuPy creates the CUDA context.
+        importer = threading.Thread(target=importlib.import_module, args=("torch",), daemon=True)
+        importer.start()
+        import cupy
+        cupy.cuda.set_allocator(None)          # plain cudaMalloc per buffer, no pool: guards stay honest
+        cupy.cuda.runtime.setDevice(job.device)
+        cupy.cuda.runtime.free(cupy.cuda.runtime.malloc(1))   # creates the context now
+        exercise = specmod.load(Path(job.exercise_folder))
+        importer.join()
+        import torch  # noqa: F401  (fails loudly here if the threaded import failed)
+    except Exception as exc:  # the environment, not the learner
+        emit(Fatal(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        return 3
+    if job.mode == "profile":
+        try:
+            profile_tasks(emit, job, exercise)
+        except Sticky as exc:
+            emit(Fatal(str(exc)))
+            return 1
+        emit(Done())
+        return 0
+    ceilings = measure_ceilings() if job.mode != "sanitize" else {}
+    if ceilings:
+        emit(Ceilings(**ceilings))
+    for name in job.order:
+        emit(TaskStart(name))
+        try:
+            result = run_task(emit, job, exercise, name, ceilings)
+        except Sticky as exc:
+            emit(TaskDone(name, TaskOutcome.failure(name, "cuda error", str(exc)), sticky=True))
+            return 1          # the CUDA context is gone; the parent starts a fresh worker for the rest
+        except Exception as exc:
+            emit(TaskDone(name, TaskOutcome.failure(name, "grader error", f"{type(exc).__name__}: {exc}",
+                                                    traceback.format_exc())))
+            continue
+        emit(TaskDone(name, result))
+    emit(Done())
+    return 0

@@ -1,0 +1,203 @@
+"""Device memory of one case: every tensor its own cudaMalloc between guard regions.
+
+CuPy owns the allocations (one plain cudaMalloc per buffer, no pool), so an out-of-bounds write
+lands on a canary the grader checks after every call and not in someone else's data; PyTorch
+views the same memory to fill it and to compare it. A list of tensors is as many allocations
+plus a device array of their pointers; its element counts, where the task passes them, are one
+more device array.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from grader import spec as specmod
+
+GUARD_BYTES = 64 * 1024            # canary region on each side of every buffer
+CANARY = 0xA5
+POISON = 0xFF                      # all-ones bytes: a NaN in every float format
+
+
+def torch_dtype(name: str):
+    import torch
+    return {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+            "bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
+            "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32, "int64": torch.int64}[name]
+
+
+@dataclass
+class Buffer:
+    """One tensor's device memory: [guard | payload | guard], all one cudaMalloc."""
+
+    dtype: str
+    dims: tuple[int, ...]
+    mem: Any                # cupy MemoryPointer (keeps the allocation alive)
+    raw: Any                # torch uint8 view of the whole allocation
+    payload_bytes: int
+    guard: int
+
+    @property
+    def ptr(self) -> int:
+        return self.mem.ptr + self.guard
+
+    @property
+    def itemsize(self) -> int:
+        return specmod.DTYPES[self.dtype].itemsize
+
+    def payload_u8(self):
+        return self.raw[self.guard:self.guard + self.payload_bytes]
+
+    def tensor(self):
+        return self.payload_u8().view(torch_dtype(self.dtype)).view(self.dims)
+
+    def guard_broken(self):
+        """A 0-d boolean tensor (no synchronisation): some canary byte was overwritten."""
+        head = self.raw[:self.guard]
+        tail = self.raw[self.guard + self.payload_bytes:]
+        return (head != CANARY).any() | (tail != CANARY).any()
+
+    def poison(self) -> None:
+        self.payload_u8().fill_(POISON)
+
+    def unwritten(self):
+        """Boolean tensor: elements whose bytes all still hold the poison."""
+        return (self.payload_u8().view(-1, self.itemsize) == POISON).all(dim=1).view(self.dims)
+
+
+def allocate(dtype: str, dims: tuple[int, ...], guard: int = GUARD_BYTES) -> Buffer:
+    """With guard = 0 (under compute-sanitizer) the buffer is exactly its payload, so the
+    sanitizer itself reports a write one element past the end, with kernel and line."""
+    import cupy
+    import torch
+    payload = math.prod(dims) * specmod.DTYPES[dtype].itemsize
+    tail = guard + (-payload % 256) if guard else 0
+    total = max(guard + payload + tail, 1)
+    mem = cupy.cuda.alloc(total)
+    raw = torch.from_dlpack(cupy.ndarray((total,), dtype=cupy.uint8, memptr=mem))
+    raw.fill_(CANARY)
+    return Buffer(dtype, dims, mem, raw, payload, guard)
+
+
+@dataclass
+class ArgMemory:
+    """What one device argument holds: a tensor, or a list of them behind a table of pointers."""
+
+    arg: specmod.Arg
+    buffers: list[Buffer]
+    table: Buffer | None = None          # a list's device array of pointers
+    table_content: Any = None            # what the table must still hold after a call
+
+    @property
+    def pointer(self) -> int:
+        return (self.table or self.buffers[0]).ptr
+
+    def tensors(self) -> list[Any]:
+        return [b.tensor() for b in self.buffers]
+
+    def value(self) -> Any:
+        """What a Python function sees: the tensor, or the list of tensors."""
+        tensors = self.tensors()
+        return tensors if self.arg.list is not None else tensors[0]
+
+    def all_buffers(self) -> list[Buffer]:
+        return self.buffers + ([self.table] if self.table is not None else [])
+
+
+@dataclass
+class CaseMemory:
+    """The device arguments of one task at one case, and the pristine copy of what the call reads.
+
+    The reference is computed only after the learner's call, from that copy: no reference result
+    sits in device memory while learner code runs, and a kernel that scribbles on its inputs
+    cannot drag the reference along with it."""
+
+    task: specmod.Task
+    case: specmod.Case
+    args: dict[str, ArgMemory]
+    before: dict[str, list[Any]] = field(default_factory=dict)
+
+    @classmethod
+    def allocate(cls, task: specmod.Task, case: specmod.Case, guard: int = GUARD_BYTES) -> "CaseMemory":
+        import torch
+        args: dict[str, ArgMemory] = {}
+        for a in task.tensors:
+            buffers = [allocate(a.dtype, shape, guard) for shape in a.shapes(case)]
+            memory = ArgMemory(a, buffers)
+            if a.sizes_of is not None:
+                counts = [math.prod(s) for s in case.lists[a.sizes_of]]
+                buffers[0].tensor().copy_(torch.tensor(counts, dtype=torch_dtype(a.dtype)))
+            if a.list is not None:
+                table = allocate("int64", (len(buffers),), guard)
+                content = torch.tensor([b.ptr for b in buffers], dtype=torch.int64, device=table.raw.device)
+                table.tensor().copy_(content)
+                memory.table, memory.table_content = table, content
+            args[a.name] = memory
+        return cls(task, case, args)
+
+    def fill(self, seed: int, roles: tuple[str, ...] = ("in", "inout")) -> None:
+        """Fresh random values for the arguments of these roles (element counts excepted)."""
+        import torch
+        gen = torch.Generator(device="cuda")
+        gen.manual_seed(seed)
+        for memory in self.args.values():
+            a = memory.arg
+            if a.role in roles and a.sizes_of is None:
+                kind = self.case.fills.get(a.name, a.fill)
+                for t in memory.tensors():
+                    t.copy_(_draw(kind, t.shape, t.dtype, self.case.input_scale, gen))
+
+    def snapshot(self) -> None:
+        """Copy what the call reads (in and inout arguments), before the call."""
+        self.before = {m.arg.name: [t.clone() for t in m.tensors()]
+                       for m in self.args.values() if m.arg.role in ("in", "inout")}
+
+    def poison_outputs(self) -> None:
+        for m in self.args.values():
+            if m.arg.role == "out":
+                for b in m.buffers:
+                    b.poison()
+
+    def call_values(self, scalars: dict[str, Any]) -> list[Any]:
+        """The entry point's arguments in signature order: device pointers and scalar values."""
+        return [self.args[a.name].pointer if a.is_tensor else scalars[a.name] for a in self.task.args]
+
+    def damage(self) -> tuple[str, str] | None:
+        """(kind, message) when the call wrote where it must not: past a buffer's ends, into an
+        input, into a list's table of pointers."""
+        import torch
+        memories = list(self.args.values())
+        flags = [b.guard_broken() for m in memories for b in m.all_buffers()]
+        owners = [m.arg.name for m in memories for _ in m.all_buffers()]
+        broken = torch.stack(flags).nonzero() if flags else []
+        if len(broken):
+            name = owners[int(broken[0].item())]
+            return "out of bounds", (f"memory just outside '{name}' was overwritten: a kernel wrote past the ends "
+                                     "of the buffer (check the bounds test of the last partial block)")
+        for m in memories:
+            if m.table is not None and not bool(m.table.tensor().equal(m.table_content)):
+                return "input modified", (f"the table of pointers of the list '{m.arg.name}' was modified; the "
+                                          "pointer arrays are read-only")
+            if m.arg.role == "in" and self.before:
+                for i, (t, original) in enumerate(zip(m.tensors(), self.before[m.arg.name])):
+                    if not bool(t.equal(original)):
+                        which = f"'{m.arg.name}'" + (f" (tensor {i} of the list)" if m.arg.list else "")
+                        return "input modified", f"the input {which} was modified; inputs are read-only (const)"
+        return None
+
+
+def _draw(kind: str, shape: Any, dtype: Any, scale: float, gen: Any):
+    """Values for one tensor, drawn on the GPU in float32 (or int32) and cast by the copy."""
+    import torch
+    if kind == "zeros":
+        return torch.zeros(shape, device="cuda", dtype=torch.float32)
+    if kind == "ones":
+        return torch.ones(shape, device="cuda", dtype=torch.float32)
+    if dtype.is_floating_point:
+        if kind == "uniform":
+            return torch.rand(shape, generator=gen, device="cuda", dtype=torch.float32) * scale
+        values = torch.randn(shape, generator=gen, device="cuda", dtype=torch.float32) * scale
+        return values.abs_() if kind == "positive" else values
+    info = torch.iinfo(dtype)
+    low = 0 if kind in ("uniform", "positive") else max(info.min, -128)
+    return torch.randint(low, min(info.max, 127) + 1, shape, generator=gen, device="cuda", dtype=torch.int32)
