@@ -2,8 +2,8 @@
 
 The bf16 attention solution must run on the tensor cores (HMMA, fed by LDSM) without local
 memory; the memory-bound solutions of exercise 01 must move 16 bytes per access. Checked on the
-SASS of an sm_90a build, on a CPU: nvcc plus cuobjdump and nvdisasm (PyPI nvidia-cuda-cuobjdump,
-nvidia-cuda-nvdisasm).
+SASS of the build the grader makes for an H200 (sm_90, or the task's build.arch target), on a CPU:
+nvcc plus cuobjdump and nvdisasm (PyPI nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from grader.build import find_cuda_tool, gencode
-from grader.spec import solutions_dir
+from grader.spec import find, solutions_dir
 
 
 def _cuobjdump() -> str | None:
@@ -39,9 +39,9 @@ pytestmark = pytest.mark.skipif(NVCC is None or CUOBJDUMP is None,
                                 reason="needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
 
 
-def sass(source: Path, tmp_path: Path) -> dict[str, str]:
+def sass(source: Path, tmp_path: Path, arch: str = "sm_90") -> dict[str, str]:
     cubin = tmp_path / (source.stem + ".cubin")
-    subprocess.run([NVCC, "-O3", "-std=c++17", "-cubin", *gencode("sm_90"), "-o", str(cubin), str(source)],
+    subprocess.run([NVCC, "-O3", "-std=c++17", "-cubin", *gencode(arch), "-o", str(cubin), str(source)],
                    check=True, capture_output=True)
     # cuobjdump disassembles through nvdisasm, which the PyPI packages put in the same folder.
     env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(CUOBJDUMP), os.environ.get("PATH", "")]))
@@ -51,7 +51,8 @@ def sass(source: Path, tmp_path: Path) -> dict[str, str]:
 
 
 def test_bf16_attention_solution_runs_on_tensor_cores(tmp_path: Path) -> None:
-    kernels = sass(solutions_dir() / "04_sequence_models" / "attention_bf16.cu", tmp_path)
+    target = find("04").task("attention_bf16").build.target("sm_90")
+    kernels = sass(solutions_dir() / "04_sequence_models" / "attention_bf16.cu", tmp_path, target)
     attention = {name: body for name, body in kernels.items() if "attention" in name}
     assert len(attention) == 2, f"one kernel per head dim (64, 128), got {list(kernels)}"
     for name, body in attention.items():
