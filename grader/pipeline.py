@@ -25,7 +25,7 @@ from grader.spec import Exercise, SpecError, Task, find
 
 NO_GPU = "Correctness, timing and hardware counters need an NVIDIA GPU, and none was found on this machine"
 
-Progress = Callable[[str], None]
+Say = Callable[[str], None]
 
 
 class GradingError(Exception):
@@ -42,7 +42,7 @@ class Options:
     sanitize: bool = False       # run the correctness cases under compute-sanitizer instead of timing
 
 
-def grade(exercise_id: str, options: Options | None = None, progress: Progress | None = None) -> GradeResult:
+def grade(exercise_id: str, options: Options | None = None, progress: Say | None = None) -> GradeResult:
     options = options or Options()
     say = progress or (lambda _msg: None)
     started = time.perf_counter()
@@ -153,7 +153,7 @@ def grade(exercise_id: str, options: Options | None = None, progress: Progress |
 
 
 def _sanitize(exercise: Exercise, ready: list[Task], by_name: dict[str, TaskResult],
-              libraries: dict[str, dict[str, str]], seed: int, device: int, say: Progress,
+              libraries: dict[str, Libraries], seed: int, device: int, say: Say,
               result: GradeResult) -> None:
     """Correctness cases (the small ones) under memcheck, then racecheck; no timing."""
     from grader import sanitize
