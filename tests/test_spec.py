@@ -146,8 +146,12 @@ def test_ex01_references_compute_the_right_thing():
 
 @pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
 def test_every_benchmark_is_one_of_the_cases(ex, task):
+    """Every size that is timed is checked too; scalars that every call sets (an optimizer's
+    step) are the calls' business, not the cases'."""
+    per_call = set.intersection(*(set(call) for call in task.calls))
     for bench in task.benchmarks:
-        assert (bench.values, bench.lists) in [(c.values, c.lists) for c in task.cases]
+        values = {k: v for k, v in bench.values.items() if k not in per_call}
+        assert (values, bench.lists) in [(c.values, c.lists) for c in task.cases]
 
 
 def sizes(task: Task, case: spec.Case) -> list[int]:
@@ -168,9 +172,10 @@ def test_formulas_evaluate_at_every_benchmark(ex, task):
         flops, nbytes = task.work(bench)
         assert flops >= 0 and nbytes > 0
         # The byte formula is the least traffic: every input read once, every output written once,
-        # state updated in place read once and written once.
+        # state updated in place read once and written once. A task may need more, never less: a
+        # norm must be complete before the first element is scaled, so clipping reads twice.
         moved = sum(a.nbytes(bench) * (2 if a.role == "inout" else 1) for a in task.tensors if not a.sizes_of)
-        assert nbytes == pytest.approx(moved, rel=0.01), bench.describe()
+        assert moved * 0.99 <= nbytes <= moved * 1.5, bench.describe()
 
 
 def test_ex01_benchmark_is_large_enough_to_measure_bandwidth():
