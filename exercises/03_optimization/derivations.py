@@ -159,6 +159,11 @@ def adam_cases(seed: int = 303) -> list[AdamCase]:
         else:
             m, v = rng.standard_normal(n) * 0.3, rng.random(n) * 0.2
         cases.append(AdamCase(p, g, m, v, t, lr, b1, b2, 1e-8, wd))
+    # Gradients of about 1e-8 from zero moments: sqrt(v_hat) is then as small as eps, and where eps
+    # sits decides the step.
+    n = 5
+    cases.append(AdamCase(rng.standard_normal(n), rng.standard_normal(n) * 1e-8, np.zeros(n), np.zeros(n),
+                          1, 1e-3, 0.9, 0.999, 1e-8, 0.01))
     return cases
 
 
@@ -281,7 +286,7 @@ def check_adamw_vs_l2(answer: Any) -> Verdict:
     verdict = functions_verdict([
         (name, _check_rule(name, answer[name], cases, decoupled=(name == "adamw_step")),
          f"matches PyTorch's {'AdamW' if name == 'adamw_step' else 'Adam(weight_decay=...)'} on {len(cases)} "
-         "random states, steps 1 to 1000.")
+         "random states, steps 1 to 1000, tiny gradients among them.")
         for name in names])
     if verdict.passed:
         return Verdict(True, verdict.message + "\n" + _how_they_differ(cases))

@@ -1,0 +1,257 @@
+"""Derivation prompts of exercise 03: checkers, reference answers, the notebook that asks them."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader import spec
+from grader.derivations import CheckResult, check, prompts
+
+from derivation_helpers import (assert_valid_notebook_with_clear_outputs, cells_tagged,
+                                load_answers, read_notebook, run_cell, source)
+from derivation_helpers import no_gpu  # noqa: F401 (autouse: the bandwidth cell sees no GPU)
+
+# The exercise's own checkers, from its folder (exercise.toml names them).
+optimization = spec.find("03").load_derivations()
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISE_DIR = ROOT / "exercises" / "03_optimization"
+NOTEBOOK = EXERCISE_DIR / "03_optimization.ipynb"
+ANSWERS_PATH = ROOT / "solutions" / "03_optimization" / "answers.py"
+
+PROMPT_IDS = ["bias_correction", "adamw_vs_l2", "epsilon", "momentum_window", "optimizer_traffic"]
+
+
+@pytest.fixture(scope="module")
+def answers():
+    return load_answers(ANSWERS_PATH)
+
+
+def reference_answer(answers, prompt: str):
+    if prompt == "bias_correction":
+        return {"bias_correction": answers.bias_correction, "uncorrected_step_ratio": answers.uncorrected_step_ratio}
+    if prompt == "adamw_vs_l2":
+        return {"adamw_step": answers.adamw_step, "adam_l2_step": answers.adam_l2_step}
+    return copy.deepcopy(getattr(answers, prompt))
+
+
+def test_prompts_are_listed_in_notebook_order():
+    assert [p.id for p in prompts("03")] == PROMPT_IDS
+    assert sum(p.max_points for p in prompts("03")) == 9
+
+
+@pytest.mark.parametrize("prompt", PROMPT_IDS)
+def test_the_reference_answers_pass(answers, prompt):
+    result = check("03", prompt, reference_answer(answers, prompt))
+    assert result.passed and result.points == result.max_points, result.message
+
+
+def test_the_model_size_comes_from_the_spec(answers):
+    """GPT-2 small's parameter count is the exercise's own list, not a copy."""
+    task = spec.find("03").task("adamw_multi")
+    shapes = task.benchmarks[0].lists["params"]
+    assert len(shapes) == 148
+    assert optimization.GPT2_VALUES == sum(math.prod(s) for s in shapes) == answers.GPT2_PARAMETERS == 124_439_808
+
+
+# ------------------------------------------------------------------ 1 · bias correction
+
+@pytest.mark.parametrize("fn, fragment", [
+    (lambda b, t: b ** t, "the part of the truth that is missing"),
+    (lambda b, t: 1 / (1 - b ** t), "That is the reciprocal"),
+    (lambda b, t: 1 - b ** (t - 1), "Off by one step"),
+    (lambda b, t: (1 - b) ** t, "geometric sum"),
+    (lambda b, t: 1 - b * t, "not linearly"),
+    (lambda b, t: 0.5, "Sum the geometric series"),
+])
+def test_a_wrong_bias_correction_is_explained(answers, fn, fragment):
+    answer = reference_answer(answers, "bias_correction")
+    answer["bias_correction"] = fn
+    result = check("03", "bias_correction", answer)
+    assert not result.passed and fragment in result.message, result.message
+
+
+def test_the_uncorrected_step_is_about_three_times_too_large(answers):
+    assert answers.uncorrected_step_ratio == pytest.approx(3.1623, rel=1e-4)
+    answer = reference_answer(answers, "bias_correction")
+    answer["uncorrected_step_ratio"] = 1 / answers.uncorrected_step_ratio
+    assert "Upside down" in check("03", "bias_correction", answer).message
+
+
+# ------------------------------------------------------------------ 2 · AdamW against Adam with L2
+
+def _adam(p, g, m, v, t, lr, b1, b2, eps, eps_inside=False, corrected=True):
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    bc1, bc2 = (1 - b1 ** t, 1 - b2 ** t) if corrected else (1, 1)
+    denom = np.sqrt(v / bc2 + eps) if eps_inside else np.sqrt(v / bc2) + eps
+    return p - lr * (m / bc1) / denom, m, v
+
+
+ADAMW_SLIPS = {
+    "decay through the gradient": (lambda p, g, m, v, t, lr, b1, b2, eps, wd: _adam(p, g + wd * p, m, v, t, lr, b1, b2, eps),
+                                   "That is Adam with L2"),
+    "decay after the step": (lambda p, g, m, v, t, lr, b1, b2, eps, wd: tuple(
+        [x * (1 - lr * wd) if i == 0 else x for i, x in enumerate(_adam(p, g, m, v, t, lr, b1, b2, eps))]),
+        "The decay comes first"),
+    "eps under the root": (lambda p, g, m, v, t, lr, b1, b2, eps, wd: _adam(p * (1 - lr * wd), g, m, v, t, lr, b1, b2,
+                                                                             eps, eps_inside=True),
+                           "eps goes outside the square root"),
+    "no bias correction": (lambda p, g, m, v, t, lr, b1, b2, eps, wd: _adam(p * (1 - lr * wd), g, m, v, t, lr, b1, b2,
+                                                                             eps, corrected=False),
+                           "The bias corrections are missing"),
+}
+
+
+@pytest.mark.parametrize("slip", ADAMW_SLIPS)
+def test_a_wrong_adamw_names_its_slip(answers, slip):
+    fn, fragment = ADAMW_SLIPS[slip]
+    answer = reference_answer(answers, "adamw_vs_l2")
+    answer["adamw_step"] = fn
+    result = check("03", "adamw_vs_l2", answer)
+    assert not result.passed and fragment in result.message, result.message
+    assert "\u2714 adam_l2_step" in result.message
+
+
+def test_adamw_in_place_of_adam_with_l2_is_named(answers):
+    answer = reference_answer(answers, "adamw_vs_l2")
+    answer["adam_l2_step"] = answers.adamw_step
+    result = check("03", "adamw_vs_l2", answer)
+    assert not result.passed and "That is AdamW: with L2 regularisation the decay term" in result.message
+
+
+def test_when_both_are_right_the_check_shows_where_they_differ(answers):
+    message = check("03", "adamw_vs_l2", reference_answer(answers, "adamw_vs_l2")).message
+    assert re.search(r"the two updates differ by up to [0-9.]+ \(parameter \d+: p = ", message)
+    assert "AdamW decays every weight by the same factor" in message
+
+
+def test_a_function_returning_the_wrong_thing_is_told_what_to_return(answers):
+    answer = reference_answer(answers, "adamw_vs_l2")
+    answer["adamw_step"] = lambda p, *rest: p
+    assert "must return a tuple (p, m, v)" in check("03", "adamw_vs_l2", answer).message
+
+
+def test_pytorch_is_the_truth_of_both_rules():
+    """The checker's truth is torch.optim itself, and it agrees with the rules written out."""
+    case = optimization.adam_cases()[2]
+    p, m, v = optimization.torch_step(case, decoupled=True)
+    want = _adam(case.p * (1 - case.lr * case.weight_decay), case.g, case.m, case.v, case.t, case.lr, case.beta1,
+                 case.beta2, case.eps)
+    for got, expected in zip((p, m, v), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+# ------------------------------------------------------------------ 3, 4, 5 · numbers
+
+@pytest.mark.parametrize("prompt, key, value, fragment", [
+    ("epsilon", "update_eps_outside", 1e-8, "That is update eps inside"),
+    ("epsilon", "update_eps_inside", 1e-5, "Multiply by the learning rate"),
+    ("momentum_window", "weight_10_steps_back", 0.1 * 0.9 ** 9, "That is 9 steps back"),
+    ("optimizer_traffic", "bytes_sgd", 12, "buf is read and written too"),
+    ("optimizer_traffic", "bytes_adamw", 7, "That counts values; count bytes"),
+    ("optimizer_traffic", "step_us_gpt2", 28 * 124_439_808 / 4.8e12 * 1e3, "Check the unit"),
+    ("optimizer_traffic", "step_ms_7b", 20 * 7e9 / 4.8e12 * 1e3, "SGD's 20 bytes"),
+    ("optimizer_traffic", "state_gb_7b", 112, "the weights and gradients are not state"),
+])
+def test_a_wrong_number_gets_its_hint(answers, prompt, key, value, fragment):
+    answer = reference_answer(answers, prompt)
+    answer[key] = value
+    result = check("03", prompt, answer)
+    assert not result.passed and fragment in result.message, result.message
+
+
+def test_the_step_times_use_the_reference_gpu(answers):
+    """On the default GPU (the H200, 4.8 TB/s) a GPT-2 step takes 726 us, a 7B step 40.8 ms."""
+    assert answers.optimizer_traffic["step_us_gpt2"] == pytest.approx(725.9, rel=1e-3)
+    assert answers.optimizer_traffic["step_ms_7b"] == pytest.approx(40.83, rel=1e-3)
+    assert "spec sheet of NVIDIA H200" in check("03", "optimizer_traffic", answers.optimizer_traffic).message
+
+
+# ------------------------------------------------------------------ the notebook
+
+def notebook():
+    return read_notebook(NOTEBOOK)
+
+
+def test_notebook_is_valid_nbformat_4_with_clear_outputs():
+    assert_valid_notebook_with_clear_outputs(NOTEBOOK)
+
+
+def test_every_prompt_has_one_answer_cell_and_one_check_cell():
+    assert list(cells_tagged(notebook(), "answer:")) == PROMPT_IDS
+    assert list(cells_tagged(notebook(), "check:")) == PROMPT_IDS
+    for prompt, cell in cells_tagged(notebook(), "check:").items():
+        assert re.fullmatch(rf'check\("03",\s*"{prompt}",.*\)', source(cell), re.S)
+
+
+def test_notebook_ends_with_the_grading_cell():
+    last = notebook()["cells"][-1]
+    assert last["cell_type"] == "code" and "grade" in last["metadata"]["tags"]
+    assert source(last) == 'from grader import grade\ngrade("03")'
+
+
+def test_notebook_links_the_stubs_and_states_each_speed_bar():
+    text = "\n".join(source(c) for c in notebook()["cells"] if c["cell_type"] == "markdown")
+    for task in spec.find("03").tasks:
+        assert f"[{task.source}]({task.source})" in text
+        assert f"at least {task.min_speedup:g}\u00d7 the naive" in text, task.name
+    assert "[baselines/](baselines/)" in text and "[reference.py](reference.py)" in text
+
+
+def test_the_notebook_holds_templates_not_answers():
+    everything = " ".join(" ".join(source(c) for c in notebook()["cells"]).split())
+    text = ANSWERS_PATH.read_text()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef):
+            for statement in node.body:
+                if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)):
+                    snippet = " ".join(ast.get_source_segment(text, statement).split())
+                    assert snippet not in everything, snippet
+    answer_code = "\n".join(source(c) for c in cells_tagged(notebook(), "answer:").values())
+    assert answer_code.count("# YOUR ANSWER HERE") == 2 + 2 + 3 + 4 + 7
+    assert answer_code.count("raise NotImplementedError") == 3
+
+
+def run_notebook(answer_source=None) -> dict[str, CheckResult]:
+    namespace: dict = {}
+    results = {}
+    for cell in notebook()["cells"]:
+        tags = cell["metadata"].get("tags", [])
+        if cell["cell_type"] != "code" or "grade" in tags:
+            continue
+        code = source(cell)
+        for tag in tags:
+            if tag.startswith("answer:") and answer_source is not None:
+                code = answer_source(code)
+        value = run_cell(code, namespace)
+        for tag in tags:
+            if tag.startswith("check:"):
+                results[tag.removeprefix("check:")] = value
+    return results
+
+
+def test_the_untouched_notebook_runs_and_every_check_fails_cleanly(capsys):
+    results = run_notebook()
+    assert set(results) == set(PROMPT_IDS)
+    for prompt, result in results.items():
+        assert isinstance(result, CheckResult) and not result.passed and result.points == 0, prompt
+        assert re.search(r"[Nn]ot (answered|written) yet", result.message), prompt
+    assert "memory bandwidth: 4,800 GB/s" in capsys.readouterr().out
+
+
+def test_the_notebook_with_the_hidden_answers_gets_every_point():
+    pytest.importorskip("nbformat")
+    from grader.course import defined_names, hidden_answers
+
+    answers_text = ANSWERS_PATH.read_text()
+    results = run_notebook(lambda stub_code: stub_code + "\n" + hidden_answers(answers_text, defined_names(stub_code)))
+    assert set(results) == set(PROMPT_IDS)
+    assert all(r.passed and r.points == r.max_points for r in results.values()), results
