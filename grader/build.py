@@ -164,27 +164,34 @@ def compile_cuda(source: Path, arch: str, toolchain: Toolchain, *, display_root:
             pass  # a damaged entry is rebuilt below
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_dir.parent))
+    try:
+        return _build(source, shown, arch, toolchain, flags, timeout_s, tmp, out_dir)
+    finally:      # whatever happened, no half-written entry stays in the cache
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _build(source: Path, shown: str, arch: str, toolchain: Toolchain, flags: list[str], timeout_s: float,
+           tmp: Path, out_dir: Path) -> BuildResult:
+    """nvcc into the fresh folder tmp; on success tmp becomes the cache entry out_dir."""
     library = tmp / "lib.so"
     cmd = [str(toolchain.nvcc), *flags, "-o", str(library), str(source)]
     start = time.perf_counter()
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                cwd=source.parent, start_new_session=True)
+        # The compiler quotes the source in its messages, whatever bytes it holds.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, encoding="utf-8",
+                                errors="replace", cwd=source.parent, start_new_session=True)
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
-            shutil.rmtree(tmp, ignore_errors=True)
             return BuildResult(shown, False, arch=arch, seconds=time.perf_counter() - start,
                                error=f"compiling {shown} took longer than {timeout_s:g} s and was stopped "
                                      "(runaway template recursion or a huge unrolled loop?)")
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise ToolchainError(f"could not run nvcc: {exc}") from None
     seconds = time.perf_counter() - start
     log = _shorten_paths(output, source, shown)
     if proc.returncode != 0 or not library.is_file():
-        shutil.rmtree(tmp, ignore_errors=True)
         first = next((line for line in log.splitlines() if "error" in line.lower()), "nvcc failed")
         return BuildResult(shown, False, log=_diagnostics(log), arch=arch, seconds=seconds,
                            error=first.strip())
@@ -193,8 +200,8 @@ def compile_cuda(source: Path, arch: str, toolchain: Toolchain, *, display_root:
     (tmp / "build.json").write_text(json.dumps(result.to_dict(), indent=1))
     try:
         tmp.rename(out_dir)
-    except OSError:  # another grading built the same thing at the same time
-        shutil.rmtree(tmp, ignore_errors=True)
+    except OSError:  # another grading built the same thing at the same time: theirs is the entry
+        pass
     return result
 
 

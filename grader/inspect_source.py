@@ -138,9 +138,21 @@ def normalize_param(param: str) -> str:
 
 def check(source: Path, task: Task) -> list[Finding]:
     try:
-        raw = source.read_text(errors="replace")
+        data = source.read_bytes()
     except FileNotFoundError:
         return [Finding(0, f"{source.name} does not exist")]
+    except OSError as exc:
+        return [Finding(0, f"{source.name} cannot be read: {exc.strerror or exc}")]
+    try:
+        raw = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return [Finding(line, f"{source.name} is not text: byte {exc.start} (0x{data[exc.start]:02x}) is not "
+                              "UTF-8. Save the file as UTF-8 text; a binary file or another encoding cannot "
+                              "be compiled")]
+    if "\0" in raw:
+        line = raw.count("\n", 0, raw.index("\0")) + 1
+        return [Finding(line, f"{source.name} is not text: it holds a NUL byte. Save the file as UTF-8 text")]
     text = strip_comments(raw)
     findings: list[Finding] = []
     for pattern, lib in LIBRARIES:

@@ -267,3 +267,16 @@ def test_missing_source_is_a_result(tmp_path, cache, toolchain):
     result = compile_cuda(tmp_path / "gone.cu", ARCH, toolchain, display_root=tmp_path)
     assert not result.ok
     assert result.error == "gone.cu does not exist"
+
+
+@needs_nvcc
+def test_compiler_output_of_bytes_that_are_not_utf8_is_a_result(tmp_path, cache, toolchain):
+    """nvcc quotes the offending source line; bytes that are not UTF-8 there must not crash the build,
+    nor leave a half-built folder in the cache."""
+    src = tmp_path / "latin1.cu"
+    src.write_bytes(f"// {tmp_path.name}\nextern \"C\" void f() {{ int caf\xe9 = 1; }}\n".encode("latin-1"))
+    result = compile_cuda(src, ARCH, toolchain, display_root=tmp_path)
+    assert not result.ok and "latin1.cu" in result.error
+    assert "\ufffd" in result.log                  # the byte shown as a replacement character
+    leftovers = [p.name for p in (cache / "build").iterdir() if "." in p.name]
+    assert leftovers == []

@@ -185,3 +185,14 @@ def test_bf16_task_signature(tmp_path):
     assert findings_of(tmp_path, good, task) == []
     (finding,) = findings_of(tmp_path, good.replace("__nv_bfloat16* o", "float* o"), task)
     assert "float*" in finding.message and finding.line == 2
+
+
+@pytest.mark.parametrize("data, where, fragment", [
+    (b'extern "C" void vector_add() {}\n// caf\xe9\n', 2, "byte 38 (0xe9) is not UTF-8"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00", 1, "is not text: it holds a NUL byte"),
+])
+def test_a_file_that_is_not_utf8_text_is_rejected_with_the_line(tmp_path, data, where, fragment):
+    path = tmp_path / "vector_add.cu"
+    path.write_bytes(data)
+    (finding,) = check(path, TASK)
+    assert finding.line == where and fragment in finding.message and "UTF-8" in finding.message
