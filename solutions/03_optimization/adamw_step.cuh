@@ -6,7 +6,6 @@
 // which is PyTorch's m_hat / (sqrt(v_hat) + eps) with the divisions by the corrections moved out.
 #pragma once
 #include <cmath>
-#include <cuda_runtime.h>
 
 struct AdamHyper {
     float beta1, beta2, eps;
