@@ -149,8 +149,9 @@ def test_ex03_solutions_against_bandwidth_and_pytorch() -> None:
     """Every solution against the copy bandwidth measured in the same grading, its naive baseline,
     PyTorch's fused kernel timed by the grader, and torch.optim's own step() (fused and foreach)."""
     import torch
+    from test_gpu_grading import graded      # the solutions' grading, shared with the grading tests
     ex = find("03")
-    result = grade("03", Options(submission=solutions_dir() / ex.slug, profile=False))
+    result = graded("03", "solution")
     copy = result.device.copy_gbs
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     print(f"\ndevice copy bandwidth measured in this run: {copy:.0f} GB/s")

@@ -58,7 +58,8 @@ def test_untouched_stubs_fail_cleanly_with_zero_points(exercise_id: str) -> None
     for t in result.tasks:
         assert t.status == "failed"
         assert t.build is not None and t.build.ok, "a stub must compile"
-        assert "never written" in t.summary, t.summary
+        # An output still holds the grader's poison; state updated in place still holds its old value.
+        assert "never written" in t.summary or "the state was not updated" in t.summary, t.summary
         assert t.error is None, f"a stub fails on its values, not with an error: {t.error}"
 
 
