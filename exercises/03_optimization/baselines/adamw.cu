@@ -5,6 +5,19 @@
 #include <cmath>
 #include <cstdint>
 
+// The temporary lives in a buffer kept between calls, as PyTorch's caching allocator keeps the
+// memory of its temporaries: the naive version pays for the passes, not for allocations.
+static float* scratch(int64_t n) {
+    static float* buffer = nullptr;
+    static int64_t capacity = 0;
+    if (n > capacity) {
+        cudaFree(buffer);
+        cudaMalloc(&buffer, n * sizeof(float));
+        capacity = n;
+    }
+    return buffer;
+}
+
 #define ELEMENTWISE(name, params, body)                                          \
     __global__ void name params {                                                \
         int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;              \
@@ -23,8 +36,7 @@ extern "C" void adamw(float* p, const float* g, float* m, float* v, int64_t n, f
                       float beta2, float eps, float weight_decay, int step) {
     const double bias_correction1 = 1.0 - std::pow((double)beta1, step);
     const double bias_correction2 = 1.0 - std::pow((double)beta2, step);
-    float* d = nullptr;
-    cudaMallocAsync(&d, n * sizeof(float), 0);
+    float* d = scratch(n);
     const unsigned blocks = (unsigned)((n + 255) / 256);
     scale<<<blocks, 256>>>(p, n, 1.0f - lr * weight_decay);
     lerp<<<blocks, 256>>>(m, g, n, 1.0f - beta1);
@@ -34,5 +46,4 @@ extern "C" void adamw(float* p, const float* g, float* m, float* v, int64_t n, f
     divide<<<blocks, 256>>>(d, n, (float)std::sqrt(bias_correction2));
     add<<<blocks, 256>>>(d, n, eps);
     add_quotient<<<blocks, 256>>>(p, m, d, n, (float)(-lr / bias_correction1));
-    cudaFreeAsync(d, 0);
 }
