@@ -5,7 +5,6 @@
 // ticket taken after __threadfence) adds the partials in double, in a fixed order, and writes
 // the norm. Kernel 2 reads the norm, scales, and walks the vector from its end: kernel 1 read the
 // end last, so the first blocks of kernel 2 still find it in the 60 MB L2.
-#include <cuda_runtime.h>
 #include <stdint.h>
 
 namespace {

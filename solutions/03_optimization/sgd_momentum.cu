@@ -3,7 +3,6 @@
 // 20 bytes per parameter and 6 FLOPs: pure data movement. Each thread loads kUnroll float4 of p,
 // g and buf (spaced a block apart, so every warp-wide load is 512 contiguous bytes) before it
 // computes and stores any of them: twelve independent 16-byte loads in flight per thread.
-#include <cuda_runtime.h>
 #include <stdint.h>
 
 namespace {
