@@ -59,7 +59,8 @@ def _crash_message(code: int | None) -> str:
                             "pointer on the CPU)",
                  "SIGABRT": "abort() was called (a failed assert in host code?)",
                  "SIGFPE": "an arithmetic error in host code (integer division by zero?)",
-                 "SIGXFSZ": f"it printed more than {OUTPUT_LIMIT_BYTES >> 20} MB of output",
+                 "SIGXFSZ": f"it printed more than {OUTPUT_LIMIT_BYTES >> 20} MB of output: printing is slow "
+                            "and buries the report, so remove debugging output before grading",
                  "SIGKILL": "it was killed (out of memory?)"}
         return f"the process was killed by {name}: {hints.get(name, 'a crash')}"
     return (f"the process exited with status {code} in the middle of the task: the code called exit(), "

@@ -179,8 +179,9 @@ def test_ex03_solutions_against_bandwidth_and_pytorch() -> None:
         comparisons[label] = torch_times["fused"] / mine.learner_s
         print(f"{label:<32} {torch_times['fused'] * 1e6:8.1f}us {torch_times['foreach'] * 1e6:8.1f}us "
               f"{mine.learner_s * 1e6:8.1f}us {comparisons[label]:8.2f}x")
-    g = torch.randn(ex.task("clip_grad_norm").benchmarks[0].values["n"], device="cuda")
-    clip_torch = _cuda_median(lambda: torch.nn.utils.clip_grad_norm_([g], 1.0), l2)
+    parameter = torch.empty(ex.task("clip_grad_norm").benchmarks[0].values["n"], device="cuda", requires_grad=True)
+    parameter.grad = torch.randn_like(parameter)       # clip_grad_norm_ clips the gradients of parameters
+    clip_torch = _cuda_median(lambda: torch.nn.utils.clip_grad_norm_([parameter], 1.0), l2)
     clip_mine = result.task("clip_grad_norm").timing.sizes[0].learner_s
     print(f"{'torch.nn.utils.clip_grad_norm_':<32} {clip_torch * 1e6:8.1f}us {'':>10} {clip_mine * 1e6:8.1f}us "
           f"{clip_torch / clip_mine:8.2f}x")

@@ -85,8 +85,17 @@ def adamw_multi_torch(p, g, m, v, sizes, count, lr, beta1, beta2, eps, weight_de
     return p, m, v
 
 
-def clip_grad_norm_torch(g, n, max_norm):
-    """torch.nn.utils.clip_grad_norm_, in place."""
-    total = torch.nn.utils.clip_grad_norm_([g], max_norm)
-    return g, total.reshape(1)
+_HOLDERS: dict[tuple, torch.Tensor] = {}
 
+
+def clip_grad_norm_torch(g, n, max_norm):
+    """torch.nn.utils.clip_grad_norm_, in place. It clips the .grad of the parameters it is given,
+    so g becomes the gradient of a stand-in parameter of its shape (made once per shape)."""
+    key = (tuple(g.shape), g.dtype, str(g.device))
+    if key not in _HOLDERS:
+        _HOLDERS[key] = torch.empty_like(g, requires_grad=True)
+    holder = _HOLDERS[key]
+    holder.grad = g
+    total = torch.nn.utils.clip_grad_norm_([holder], max_norm)
+    holder.grad = None
+    return g, total.reshape(1)

@@ -38,12 +38,17 @@ class Attack:
     category: str
     flaw: str
     shown_in: str
-    expect: str
+    expect: str | tuple[str, ...]
     summary: str
     folder: Path
     task_timeout_s: float | None = None
     compile_timeout_s: float | None = None
     known_gap: str = ""
+
+    @property
+    def expects(self) -> tuple[str, ...]:
+        """Every verdict the case accepts (most cases accept one)."""
+        return (self.expect,) if isinstance(self.expect, str) else tuple(self.expect)
 
     @property
     def spec(self) -> Exercise:
@@ -56,11 +61,11 @@ class Attack:
     @property
     def static(self) -> bool:
         """Rejected from the source and the build alone: no GPU needed to see it."""
-        return self.shown_in == "error.kind" and self.expect in STATIC_KINDS
+        return self.shown_in == "error.kind" and set(self.expects) <= STATIC_KINDS
 
     @property
     def compiles(self) -> bool:
-        return not (self.shown_in == "error.kind" and self.expect == "compile error")
+        return not (self.shown_in == "error.kind" and "compile error" in self.expects)
 
     def limits(self) -> dict[str, str]:
         """The grader's deadlines for this case, as the environment variables that set them."""
@@ -73,7 +78,7 @@ class Attack:
 
     @property
     def stops_the_worker(self) -> bool:
-        return self.shown_in == "error.kind" and self.expect in PROCESS_KINDS
+        return self.shown_in == "error.kind" and set(self.expects) <= PROCESS_KINDS
 
 
 def load(path: Path = HERE / "catalogue.toml") -> list[Attack]:
@@ -82,6 +87,8 @@ def load(path: Path = HERE / "catalogue.toml") -> list[Attack]:
     for entry in data["case"]:
         entry = dict(entry)
         folder = HERE / entry.pop("folder", entry["name"])
+        if isinstance(entry["expect"], list):
+            entry["expect"] = tuple(entry["expect"])
         attacks.append(Attack(folder=folder, **entry))
     return attacks
 
@@ -106,8 +113,8 @@ def problems(attack: Attack, result: TaskResult) -> list[str]:
     if result.status != "failed":
         found.append(f"status is {result.status!r}, not 'failed'")
     got = shown(result, attack.shown_in)
-    if got != attack.expect:
-        found.append(f"{attack.shown_in} is {got!r}, not {attack.expect!r}")
+    if got not in attack.expects:
+        found.append(f"{attack.shown_in} is {got!r}, not {' or '.join(map(repr, attack.expects))}")
     if attack.summary not in result.summary:
         found.append(f"the summary does not say {attack.summary!r}")
     points = result.points
