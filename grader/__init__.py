@@ -20,16 +20,15 @@ def grade(exercise: str, submission: str | Path | None = None, tasks: Iterable[s
     In a notebook the result renders as an HTML report; ``result.points`` and
     ``result.task("vector_add").points`` give the score.
     """
+    from grader.notebook import ProgressLine
     from grader.pipeline import Options, grade as run
     from grader.report import register_notebook_display
     register_notebook_display()
-
-    def say(message: str) -> None:
-        print(f"\r… {message:<90}", end="", flush=True)
+    line = ProgressLine() if progress else None
     result = run(exercise, Options(submission=Path(submission) if submission else None, tasks=tuple(tasks),
-                                   profile=profile), progress=say if progress else None)
-    if progress:
-        print("\r" + " " * 94 + "\r", end="", flush=True)
+                                   profile=profile), progress=line)
+    if line is not None:
+        line.done(f"graded in {result.seconds:.1f} s")
     return result
 
 

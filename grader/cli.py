@@ -39,6 +39,25 @@ def _register_course() -> None:
 _register_course()
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            installed = version("silicon-to-synapse")
+        except PackageNotFoundError:
+            installed = "not installed (running from a checkout)"
+        typer.echo(f"grade (Silicon-to-Synapse) {installed}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    show_version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                               help="print the version and exit")] = False,
+) -> None:
+    """Grade CUDA exercises: compile, check, time against the naive baseline, profile."""
+
+
 @app.command("exercise")
 def exercise_cmd(
     exercise: Annotated[str, typer.Argument(help="exercise number or folder name, e.g. 01")],
@@ -54,7 +73,7 @@ def exercise_cmd(
 ) -> None:
     """Grade an exercise."""
     from grader.pipeline import GradingError, Options, grade
-    from grader.report import render_rich
+    from grader.report import render_rich, report_width
 
     err = Console(stderr=True)
     out = Console()
@@ -77,6 +96,8 @@ def exercise_cmd(
     if json_out:
         sys.stdout.write(result.to_json() + "\n")
     else:
+        if not out.is_terminal:     # a file or a pipe has no width: take what the table needs, cut nothing
+            out = Console(width=report_width(result, out))
         out.print(render_rich(result))
     if roofline is not None:
         from grader.roofline_view import roofline_png

@@ -100,26 +100,35 @@ def _display(obj: Any) -> None:
     display(obj)
 
 
-class _Progress:
-    """One line that updates in place while the grader works, then says how long it took."""
+class ProgressLine:
+    """One line that updates in place while the grader works, then says how long it took: a display
+    that a notebook stores as one line, or a terminal line rewritten with \\r; nothing elsewhere
+    (a log file gets no wall of half-lines)."""
 
     def __init__(self) -> None:
         self.handle = None
+        self.terminal = False
         try:
             from IPython import get_ipython
             from IPython.display import display
+            if get_ipython() is not None:
+                self.handle = display({"text/plain": "… starting"}, raw=True, display_id=True)
+                return
         except ImportError:
-            return
-        if get_ipython() is not None:
-            self.handle = display({"text/plain": "… starting"}, raw=True, display_id=True)
+            pass
+        self.terminal = sys.stdout.isatty()
 
     def __call__(self, message: str) -> None:
         if self.handle is not None:
             self.handle.update({"text/plain": f"… {message}"}, raw=True)
+        elif self.terminal:
+            print(f"\r\033[K… {message}", end="", flush=True)
 
-    def done(self, text: str) -> None:
+    def done(self, text: str = "") -> None:
         if self.handle is not None:
             self.handle.update({"text/plain": text}, raw=True)
+        elif self.terminal:
+            print("\r\033[K", end="", flush=True)
 
 
 def grade(exercise: str, submission: str | Path = ".", profile: bool = False, tasks: tuple[str, ...] = ()
@@ -133,7 +142,7 @@ def grade(exercise: str, submission: str | Path = ".", profile: bool = False, ta
     from grader.report import register_notebook_display
 
     register_notebook_display()
-    progress = _Progress()
+    progress = ProgressLine()
     started = time.perf_counter()
     with quiet() as captured:
         result = run(exercise, Options(submission=Path(submission), tasks=tuple(tasks), profile=profile),

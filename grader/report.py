@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import html
-from rich.console import Group
+from rich.console import Console, Group
+from rich.measure import Measurement as RichMeasurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -29,7 +30,7 @@ def compiled_cell(build: BuildResult | None) -> str:
     if not build.ok:
         return "compile error"
     if not build.kernels:
-        return "no kernels"
+        return "no kernel yet"
     regs = max(k.registers for k in build.kernels)
     spills = sum(k.spills for k in build.kernels)
     smem = max(k.shared_bytes for k in build.kernels)
@@ -193,7 +194,7 @@ def detail_lines(t: TaskResult) -> list[str]:
 
 # --------------------------------------------------------------------------- terminal
 
-def render_rich(r: GradeResult) -> Group:
+def summary_table(r: GradeResult) -> Table:
     table = Table(title=None, show_lines=False, header_style="bold")
     for col in ("task", "compiled", "correct", "time", "speedup vs naive", "roofline", "points"):
         table.add_column(col, no_wrap=col in ("task", "points"))
@@ -201,6 +202,17 @@ def render_rich(r: GradeResult) -> Group:
         style = STATUS_STYLE.get(t.status, "")
         table.add_row(Text(t.name, style=style), compiled_cell(t.build), correct_cell(t), time_cell(t),
                       speedup_cell(t), roofline_cell(t), points_cell(t))
+    return table
+
+
+def report_width(r: GradeResult, console: Console) -> int:
+    """Columns the report needs so that no cell of its table is cut (at least 100)."""
+    widest = RichMeasurement.get(console, console.options.update(width=1000), summary_table(r)).maximum
+    return max(100, widest)
+
+
+def render_rich(r: GradeResult) -> Group:
+    table = summary_table(r)
     parts: list = [Text("\n".join(header_lines(r)), style="bold"), table]
     for t in r.tasks:
         lines = detail_lines(t)

@@ -82,7 +82,7 @@ def test_exercise_compiles_reports_and_says_a_gpu_is_needed(cache):
     assert "Exercise 01: Foundations" in text
     for task in TASKS:
         assert f"{task}: not run" in text
-    assert "no kernels" in text                       # the stubs launch nothing yet
+    assert "no kernel yet" in text                    # the stubs launch nothing yet
     assert "compiled; running it needs an NVIDIA GPU" in text
     assert text.count(NO_GPU) == 1
     assert f"0/{MAX_POINTS:g} points: not fully graded" in text
@@ -256,3 +256,20 @@ def test_python_api_unknown_exercise_raises():
     import grader
     with pytest.raises(GradingError, match="there is no exercise '99'"):
         grader.grade("99", progress=False)
+
+
+@needs_nvcc
+def test_a_report_written_to_a_file_or_pipe_cuts_no_task_name(cache):
+    """Without a terminal rich would assume 80 columns and cut 'attention_bf16' short."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env.update(CUDA_VISIBLE_DEVICES="", S2S_CACHE=str(cache), NO_COLOR="1")
+    proc = subprocess.run([sys.executable, "-m", "grader.cli", "exercise", "04"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    rows = [line for line in proc.stdout.splitlines() if "attention_bf16" in line]
+    assert rows and "…" not in proc.stdout, proc.stdout
+    assert any(re.search(r"│ attention_bf16 +│ no kernel yet", row) for row in rows), proc.stdout
+
+
+def test_version(cache):
+    r = run("--version", cache=cache)
+    assert r.code == 0 and re.fullmatch(r"grade \(Silicon-to-Synapse\) \S+\n", r.stdout), r.stdout
