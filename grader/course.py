@@ -210,15 +210,17 @@ def grading_cells(exercise: Exercise) -> list[nbformat.NotebookNode]:
             cells.append(_code(
                 f"# {task.source}: the right result on every correctness case "
                 f"({_plural(task.points.correct)})\n"
-                f"from grader.notebook import require_correct\n\n"
-                f'require_correct(result, "{task.name}")',
+                f"from grader.notebook import correctness_problem\n\n"
+                f'problem = correctness_problem(result, "{task.name}")\n'
+                f"assert problem is None, problem",
                 _meta(f"kernel_{task.name}_correct", grade=True, points=task.points.correct)))
         if task.points.speed > 0:
             cells.append(_code(
                 f"# {task.source}: correct and at least {task.min_speedup:g}x as fast as the naive "
                 f"baseline ({_plural(task.points.speed)})\n"
-                f"from grader.notebook import require_speed\n\n"
-                f'require_speed(result, "{task.name}")',
+                f"from grader.notebook import speed_problem\n\n"
+                f'problem = speed_problem(result, "{task.name}")\n'
+                f"assert problem is None, problem",
                 _meta(f"kernel_{task.name}_speed", grade=True, points=task.points.speed)))
     return cells
 

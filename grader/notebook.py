@@ -5,8 +5,9 @@ stderr gives zero points too, and a number left as the cell's value is read as p
 So every helper here
 
 * decides by the grader's result objects, never by printed text;
-* fails by raising ``AssertionError`` with a sentence the learner can act on (the one way a cell
-  should lose its points);
+* says why a cell loses its points in a sentence the learner can act on; the kernel cells assert
+  on that sentence themselves, so the feedback shows it under the cell, not a traceback into the
+  grader (the one way a cell should lose its points is that assertion);
 * keeps warnings and stderr of the grader, its tools and the learner's code out of the cell's
   stderr: they are shown on stdout as notes instead;
 * returns ``None`` or a result object, never a bare number.
@@ -17,8 +18,9 @@ In a released notebook::
     result = grade("01", submission=".", profile=False)      # locked, not graded
     result
 
-    from grader.notebook import require_correct
-    require_correct(result, "vector_add")                    # graded: correctness points
+    from grader.notebook import correctness_problem           # graded: correctness points
+    problem = correctness_problem(result, "vector_add")
+    assert problem is None, problem
 
     from grader.notebook import checked
     verdict = checked("01", "relu_jacobians", {...})         # graded: a derivation prompt
@@ -152,15 +154,14 @@ def grade(exercise: str, submission: str | Path = ".", profile: bool = False, ta
     return result
 
 
-def _task(result: Any, name: str) -> TaskResult:
+def _find_task(result: Any, name: str) -> tuple[TaskResult | None, str | None]:
+    """The task's result, or why there is none."""
     if not isinstance(result, GradeResult):
-        raise AssertionError("There is no grading result to check: run the grading cell above first "
-                             "(it sets `result`).")
+        return None, "There is no grading result to check: run the grading cell above first (it sets `result`)."
     try:
-        return result.task(name)
+        return result.task(name), None
     except KeyError:
-        raise AssertionError(f"The grading result has no task {name!r}: the grading cell above must grade "
-                             "every task.") from None
+        return None, f"The grading result has no task {name!r}: the grading cell above must grade every task."
 
 
 def _why_not(result: GradeResult, task: TaskResult) -> str:
@@ -169,24 +170,45 @@ def _why_not(result: GradeResult, task: TaskResult) -> str:
     return f"{task.name}: {task.summary or task.status}"
 
 
-def require_correct(result: GradeResult, task: str) -> None:
-    """Pass when ``task`` computed the right result on every correctness case."""
-    t = _task(result, task)
+def correctness_problem(result: GradeResult, task: str) -> str | None:
+    """None when ``task`` computed the right result on every correctness case, else why not.
+
+    The graded cells assert on it themselves (``assert problem is None, problem``), so that a
+    failure shows the learner this sentence under their cell, not a traceback into the grader."""
+    t, missing = _find_task(result, task)
+    if t is None:
+        return missing
     if not (t.correct and t.points is not None and t.points.correct >= t.points.max_correct):
-        raise AssertionError(_why_not(result, t))
+        return _why_not(result, t)
+    return None
+
+
+def speed_problem(result: GradeResult, task: str) -> str | None:
+    """None when ``task`` is correct and at least as fast as its speed bar demands, else why not."""
+    t, missing = _find_task(result, task)
+    if t is None:
+        return missing
+    if t.points is not None and t.points.max_speed > 0 and t.points.speed >= t.points.max_speed:
+        return None
+    if t.correct and t.timing is not None:
+        return f"{t.name}: {t.timing.speedup:.2f}x the naive baseline, where {t.timing.min_speedup:g}x is required"
+    if t.correct:
+        return f"{t.name}: correct, but it was not timed: {t.summary}"
+    return "Speed points need a correct kernel first. " + _why_not(result, t)
+
+
+def require_correct(result: GradeResult, task: str) -> None:
+    """Raise AssertionError, saying why, unless ``task`` is correct on every case."""
+    problem = correctness_problem(result, task)
+    if problem:
+        raise AssertionError(problem)
 
 
 def require_speed(result: GradeResult, task: str) -> None:
-    """Pass when ``task`` is correct and at least as fast as its speed bar demands."""
-    t = _task(result, task)
-    if t.points is not None and t.points.max_speed > 0 and t.points.speed >= t.points.max_speed:
-        return
-    if t.correct and t.timing is not None:
-        raise AssertionError(f"{t.name}: {t.timing.speedup:.2f}x the naive baseline, where "
-                             f"{t.timing.min_speedup:g}x is required")
-    if t.correct:
-        raise AssertionError(f"{t.name}: correct, but it was not timed: {t.summary}")
-    raise AssertionError("Speed points need a correct kernel first. " + _why_not(result, t))
+    """Raise AssertionError, saying why, unless ``task`` is correct and fast enough."""
+    problem = speed_problem(result, task)
+    if problem:
+        raise AssertionError(problem)
 
 
 def checked(exercise: str, prompt: str, answer: Any):

@@ -32,7 +32,8 @@ pytest.importorskip("nbgrader", reason="nbgrader is not installed: pip install -
 
 from grader import course, spec  # noqa: E402
 from grader.course import CourseError, defined_names, function_bodies, hidden_answers  # noqa: E402
-from grader.notebook import checked, quiet, require_correct, require_speed  # noqa: E402
+from grader.notebook import (checked, correctness_problem, quiet, require_correct, require_speed,  # noqa: E402
+                             speed_problem)
 from grader.result import GradeResult, Points, TaskResult  # noqa: E402
 from lab_server import jupyter_lab  # noqa: E402
 
@@ -348,6 +349,17 @@ def test_requirements_pass_and_fail_on_points_not_text():
         require_correct(None, "vector_add")
 
 
+def test_the_graded_cells_assert_on_the_sentence_themselves():
+    """The sentence a failing kernel cell shows comes from correctness_problem / speed_problem."""
+    not_run = TaskResult("vector_add", "vector_add.cu", "not run", "compiled", points=Points(0, 0, 2, 1))
+    result = _result(not_run, notice="Correctness needs an NVIDIA GPU.")
+    assert correctness_problem(result, "vector_add") == "vector_add was not run. Correctness needs an NVIDIA GPU."
+    assert speed_problem(result, "vector_add").startswith("Speed points need a correct kernel first.")
+    assert correctness_problem(result, "transpose").startswith("The grading result has no task 'transpose'")
+    cells = [c.source for c in course.grading_cells(spec.find("01")) if c.cell_type == "code"][1:]
+    assert cells and all(c.endswith("assert problem is None, problem") for c in cells), cells
+
+
 # ================================================================== trap 4: nothing hidden reaches feedback
 
 def test_feedback_reveals_nothing_the_release_did_not_show(built):
@@ -370,6 +382,14 @@ def test_feedback_reveals_nothing_the_release_did_not_show(built):
         if student == "stub":
             for body in answers:
                 assert " ".join(body.split()) not in text
+
+
+def test_feedback_explains_without_a_traceback_into_the_grader(built):
+    """A kernel cell that fails shows the learner the grader's sentence, not frames of our code."""
+    page = (built.root / "feedback" / "stub" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+    assert "AssertionError" in text and "vector_add was not run" in text
+    assert "notebook.py" not in text and str(ROOT) not in text
 
 
 # ================================================================== trap 5: no build products
