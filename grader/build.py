@@ -7,9 +7,11 @@ content and flags, so re-grading an unchanged file costs nothing.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -280,18 +282,86 @@ def _short(name: str) -> str:
     return name[5:] if name.startswith("void ") else name
 
 
-def exported_symbols(library: Path) -> set[str] | None:
-    """Defined dynamic symbols of a shared library (``nm -D``), or None without nm.
-
-    Read from the file, never by loading it: loading would run the learner's code
-    in the grader's own process.
-    """
+def _dynamic_symbols(library: Path | str, *options: str) -> list[tuple[str, str]] | None:
+    """(type letter, name without its version) of a shared library's dynamic symbols (``nm -D``),
+    or None without nm. Read from the file, never by loading it: loading would run the learner's
+    code in the grader's own process."""
     nm = shutil.which("nm")
     if not nm:
         return None
     try:
-        out = subprocess.run([nm, "-D", "--defined-only", str(library)], capture_output=True, text=True,
+        out = subprocess.run([nm, "-D", *options, str(library)], capture_output=True, text=True,
                              timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return {parts[-1] for parts in (line.split() for line in out.splitlines()) if len(parts) >= 2}
+    rows = (line.split() for line in out.splitlines())
+    return [(parts[-2], parts[-1].split("@", 1)[0]) for parts in rows if len(parts) >= 2]
+
+
+def exported_symbols(library: Path) -> set[str] | None:
+    """Defined dynamic symbols of a shared library, or None without nm."""
+    symbols = _dynamic_symbols(library, "--defined-only")
+    return None if symbols is None else {name for _, name in symbols}
+
+
+def _needed(library: Path) -> list[str] | None:
+    """The shared libraries a library was linked against (its NEEDED entries)."""
+    readelf = shutil.which("readelf")
+    if not readelf:
+        return None
+    try:
+        out = subprocess.run([readelf, "-d", str(library)], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+@functools.lru_cache(maxsize=1)
+def _system_libraries() -> dict[str, str]:
+    """soname -> path, from the dynamic linker's cache; this machine's own ABI first."""
+    # ldconfig lives in sbin, which an ordinary user's PATH may not hold.
+    ldconfig = shutil.which("ldconfig") or next((p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig")
+                                                  if os.access(p, os.X_OK)), None)
+    if ldconfig is None:
+        return {}
+    try:
+        out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    abi = {"x86_64": "x86-64", "aarch64": "AArch64"}.get(platform.machine(), platform.machine())
+    found: dict[str, str] = {}
+    entries = re.findall(r"^\s*(\S+) \(([^)]*)\) => (\S+)$", out, re.M)
+    for soname, flags, path in sorted(entries, key=lambda e: abi not in e[1]):   # stable: own ABI first
+        found.setdefault(soname, path)
+    return found
+
+
+@functools.lru_cache(maxsize=32)
+def _provided_by(path: str) -> frozenset[str] | None:
+    symbols = _dynamic_symbols(path, "--defined-only")
+    return None if symbols is None else frozenset(name for _, name in symbols)
+
+
+# The CUDA driver API (cuInit, cuMemAlloc_v2, ...): the CUDA runtime loads the driver itself, so a
+# library that calls it directly needs no NEEDED entry for it.
+_DRIVER_API = re.compile(r"cu[A-Z]\w*")
+
+
+def foreign_symbols(library: Path) -> list[str] | None:
+    """Functions a library calls that neither its own code, the CUDA runtime linked into it, the
+    driver API nor the C/C++ runtimes it was linked against provide: calls into some other library
+    (cuBLAS, say) that would only resolve against what the grader's process happens to have loaded.
+    None when the tools to tell are missing."""
+    symbols = _dynamic_symbols(library, "--undefined-only")
+    needed = _needed(library)
+    if symbols is None or needed is None:
+        return None
+    provided: set[str] = set()
+    for soname in needed:
+        path = _system_libraries().get(soname)
+        names = _provided_by(path) if path else None
+        if names is None:
+            return None           # a runtime we cannot read: no verdict rather than a wrong one
+        provided |= names
+    return sorted(name for kind, name in symbols
+                  if kind == "U" and name not in provided and not _DRIVER_API.fullmatch(name))

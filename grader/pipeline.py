@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from grader import device as devmod
 from grader import state
-from grader.build import DEFAULT_ARCH, Toolchain, ToolchainError, compile_cuda, exported_symbols
+from grader.build import (DEFAULT_ARCH, Toolchain, ToolchainError, compile_cuda, exported_symbols,
+                          foreign_symbols)
 from grader.inspect_source import check as inspect_source
 from grader.protocol import Ceilings, Event, Libraries, Problem, Progress, SizeTiming, TaskOutcome
 from grader.result import (CaseResult, Device, GradeResult, Measurement, Points, Roofline, TaskResult, Timing,
@@ -233,7 +234,24 @@ def _build_task(exercise: Exercise, task: Task, submission: Path, arch: str, too
         tr.status, tr.summary = "failed", f"{task.source} defines no function {task.symbol}().{hint}"
         tr.error = Problem("missing symbol", tr.summary)
         return tr
+    foreign = foreign_symbols(Path(build.library))
+    if foreign:
+        shown = ", ".join(f"{name}() ({_library_of(name)})" for name in foreign[:4]) + (
+            f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+        tr.status, tr.summary = "failed", (
+            f"{task.source} calls {shown}, which neither the CUDA runtime nor the C/C++ runtime provides; this task "
+            "is about writing the kernel yourself, so library implementations are not accepted")
+        tr.error = Problem("rejected", tr.summary)
     return tr
+
+
+_LIBRARIES = (("cublasLt", "cuBLASLt"), ("cublas", "cuBLAS"), ("cudnn", "cuDNN"), ("cufft", "cuFFT"),
+              ("curand", "cuRAND"), ("cusparse", "cuSPARSE"), ("cusolver", "cuSOLVER"), ("nccl", "NCCL"),
+              ("nvjpeg", "nvJPEG"), ("npp", "NPP"))
+
+
+def _library_of(symbol: str) -> str:
+    return next((name for prefix, name in _LIBRARIES if symbol.startswith(prefix)), "another library")
 
 
 def _ceilings(device_name: str, copy_gbs: float | None) -> dict[str, Any]:

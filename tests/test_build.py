@@ -192,6 +192,25 @@ def test_every_source_compiles(builds, path):
 
 
 @needs_nvcc
+def test_no_source_of_the_repository_calls_a_foreign_library(builds):
+    """Stubs, baselines and solutions need nothing beyond the CUDA and C/C++ runtimes."""
+    foreign = {str(path.relative_to(ROOT)): build.foreign_symbols(Path(result.library))
+               for path, result in builds.items() if result.ok}
+    assert all(found is not None for found in foreign.values()), "nm, readelf or ldconfig is missing"
+    assert {name: found for name, found in foreign.items() if found} == {}
+
+
+@needs_nvcc
+def test_a_library_call_whose_name_the_preprocessor_pastes_is_found(tmp_path, cache, toolchain):
+    src = tmp_path / "pasted.cu"
+    src.write_text('#define CAT(a, b) a##b\nextern "C" int CAT(cufft, Plan1d)(int*, int, int, int);\n'
+                   'extern "C" void f() { int plan; CAT(cufft, Plan1d)(&plan, 8, 0x29, 1); }\n')
+    result = compile_cuda(src, ARCH, toolchain)
+    assert result.ok, result.log
+    assert build.foreign_symbols(Path(result.library)) == ["cufftPlan1d"]
+
+
+@needs_nvcc
 def test_exported_symbols_find_the_entry_point(builds):
     stub = ROOT / "exercises" / "01_foundations" / "vector_add.cu"
     symbols = exported_symbols(Path(builds[stub].library))
