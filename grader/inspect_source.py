@@ -49,11 +49,15 @@ PROCESS = [
 
 @dataclass(frozen=True)
 class Finding:
-    line: int
+    line: int              # 0: the file as a whole
     message: str
+    unusable: bool = False  # the file cannot be compiled at all (not text, far too large): nothing to build
 
     def to_dict(self) -> dict:
         return {"line": self.line, "message": self.message}
+
+    def where(self, source: str) -> str:
+        return f"{source}:{self.line}: {self.message}" if self.line else self.message
 
 
 def strip_comments(text: str, keep_strings: bool = False) -> str:
@@ -136,23 +140,32 @@ def normalize_param(param: str) -> str:
     return const + base + "".join(pointers)
 
 
+MAX_SOURCE_BYTES = 1 << 20
+
+
 def check(source: Path, task: Task) -> list[Finding]:
     try:
+        size = source.stat().st_size
+        if size > MAX_SOURCE_BYTES:
+            return [Finding(0, f"{source.name} is {size / (1 << 20):.1f} MB; a kernel source is a few kilobytes "
+                               f"(at most {MAX_SOURCE_BYTES >> 20} MB is read): is something else saved under "
+                               "its name?", unusable=True)]
         data = source.read_bytes()
     except FileNotFoundError:
-        return [Finding(0, f"{source.name} does not exist")]
+        return [Finding(0, f"{source.name} does not exist", unusable=True)]
     except OSError as exc:
-        return [Finding(0, f"{source.name} cannot be read: {exc.strerror or exc}")]
+        return [Finding(0, f"{source.name} cannot be read: {exc.strerror or exc}", unusable=True)]
     try:
         raw = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         return [Finding(line, f"{source.name} is not text: byte {exc.start} (0x{data[exc.start]:02x}) is not "
                               "UTF-8. Save the file as UTF-8 text; a binary file or another encoding cannot "
-                              "be compiled")]
+                              "be compiled", unusable=True)]
     if "\0" in raw:
         line = raw.count("\n", 0, raw.index("\0")) + 1
-        return [Finding(line, f"{source.name} is not text: it holds a NUL byte. Save the file as UTF-8 text")]
+        return [Finding(line, f"{source.name} is not text: it holds a NUL byte. Save the file as UTF-8 text",
+                        unusable=True)]
     text = strip_comments(raw)
     findings: list[Finding] = []
     for pattern, lib in LIBRARIES:

@@ -214,13 +214,13 @@ def _build_task(exercise: Exercise, task: Task, submission: Path, arch: str, too
         return tr
     findings = inspect_source(source, task)
     tr.findings = [f.to_dict() for f in findings]
-    build = compile_cuda(source, task.build.target(arch), toolchain, display_root=submission,
-                         extra_flags=task.build.flags)
-    tr.build = build
+    if not any(f.unusable for f in findings):
+        tr.build = compile_cuda(source, task.build.target(arch), toolchain, display_root=submission,
+                                extra_flags=task.build.flags)
+    build = tr.build
     if findings:   # reported even when the build fails: the finding is usually the reason
-        first = findings[0]
-        tr.status, tr.summary = "failed", f"{task.source}:{first.line}: {first.message}"
-        tr.error = Problem("rejected", "\n".join(f"{task.source}:{f.line}: {f.message}" for f in findings))
+        tr.status, tr.summary = "failed", findings[0].where(task.source)
+        tr.error = Problem("rejected", "\n".join(f.where(task.source) for f in findings))
         return tr
     if not build.ok:
         tr.status, tr.summary = "failed", f"does not compile: {build.error}"
