@@ -21,6 +21,7 @@ class Gpu:
     name: str
     capability: tuple[int, int]
     sms: int
+    uuid: str = ""          # "GPU-8c5e...", as nvidia-smi prints it: the same GPU whatever its index
 
     @property
     def arch(self) -> str:
@@ -65,7 +66,8 @@ def probe() -> Probe:
         lib.cuDeviceGetAttribute(ctypes.byref(major), _CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
         lib.cuDeviceGetAttribute(ctypes.byref(minor), _CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
         lib.cuDeviceGetAttribute(ctypes.byref(sms), _CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)
-        gpus.append(Gpu(i, buf.value.decode(errors="replace"), (major.value, minor.value), sms.value))
+        gpus.append(Gpu(i, buf.value.decode(errors="replace"), (major.value, minor.value), sms.value,
+                        _uuid(lib, dev)))
     return Probe(tuple(gpus))
 
 
@@ -77,3 +79,13 @@ def _error_name(lib: ctypes.CDLL, rc: int) -> str:
     except AttributeError:
         pass
     return str(rc)
+
+
+def _uuid(lib: ctypes.CDLL, dev: ctypes.c_int) -> str:
+    raw = ctypes.create_string_buffer(16)
+    for name in ("cuDeviceGetUuid_v2", "cuDeviceGetUuid"):
+        fn = getattr(lib, name, None)
+        if fn is not None and fn(raw, dev) == 0:
+            h = raw.raw.hex()
+            return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from grader import gpulock
 from grader.build import Toolchain, ToolchainError, cache_dir
 from grader.device import probe
 from grader.result import ExitCode
@@ -26,9 +27,10 @@ def run(refresh: bool = False) -> int:
     gpu = found.gpu
     try:
         with err.status(f"measuring {gpu.name}") as status:
-            measured = measure(str(toolchain.nvcc), gpu.arch, cache_dir() / "hardware", refresh=refresh,
-                               progress=lambda line: status.update(f"measuring {gpu.name}: {line.strip()}"))
-    except MeasureError as exc:
+            with gpulock.exclusive(gpu.uuid or f"gpu{gpu.index}", "grade hardware", status.update):
+                measured = measure(str(toolchain.nvcc), gpu.arch, cache_dir() / "hardware", refresh=refresh,
+                                   progress=lambda line: status.update(f"measuring {gpu.name}: {line.strip()}"))
+    except (MeasureError, gpulock.GpuBusy) as exc:
         err.print(f"[red]Could not measure this GPU:[/red] {exc}")
         return int(ExitCode.NOT_GRADED)
     spec = spec_for(gpu.name)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grader import device as devmod
-from grader import state
+from grader import gpulock, state
 from grader.build import (DEFAULT_ARCH, Toolchain, ToolchainError, compile_cuda, exported_symbols,
                           foreign_symbols)
 from grader.inspect_source import check as inspect_source
@@ -107,50 +107,64 @@ def grade(exercise_id: str, options: Options | None = None, progress: Say | None
         return result
 
     seed = options.seed if options.seed is not None else secrets.randbits(63)
-    if ready and options.sanitize:
-        _sanitize(exercise, ready, by_name, libraries, seed, gpu.index, say, result)
-    elif ready:
-        from grader.runner import run_worker
-
-        def on_event(event: Event) -> None:
-            if isinstance(event, Progress):
-                if event.stage == "check":
-                    say(f"{event.task}: checking case {event.case}/{event.of} ({event.label})")
+    if ready:
+        try:
+            with gpulock.exclusive(gpu.uuid or f"gpu{gpu.index}", f"a grading of exercise {exercise.id}", say):
+                if options.sanitize:
+                    _sanitize(exercise, ready, by_name, libraries, seed, gpu.index, say, result)
                 else:
-                    size = f" (size {event.case} of {event.of})" if event.of > 1 else ""
-                    say(f"{event.task}: timing against the baseline at {event.label}{size}")
-            elif isinstance(event, Ceilings):
-                say("measuring the copy bandwidth of this GPU")
-
-        say("starting the GPU worker")
-        outcome = run_worker(exercise, [t.name for t in ready], libraries, seed, timing=options.timing,
-                             progress=on_event, device=gpu.index)
-        result.output = outcome.output
-        copy_gbs = outcome.ceilings.copy_bytes_per_s / 1e9 if outcome.ceilings else None
-        result.device.copy_gbs = copy_gbs
-        if outcome.fatal:
-            result.notice = f"the GPU worker failed: {outcome.fatal}"
-        ceilings = _ceilings(gpu.name, copy_gbs)
-        for t in ready:
-            raw = outcome.results.get(t.name)
-            if raw is None:
-                by_name[t.name].status = "not run"
-                by_name[t.name].summary = "not graded: " + (outcome.fatal or "the worker stopped before this task")
-                continue
-            _apply_run(by_name[t.name], t, raw, ceilings)
-
-        profiled = [t for t in ready if by_name[t.name].correct]
-        if options.profile and profiled:
-            from grader.profile import profile_tasks
-            say("collecting hardware counters with Nsight Compute")
-            profiles = profile_tasks(exercise, [t.name for t in profiled],
-                                     {t.name: libraries[t.name] for t in profiled}, seed, device=gpu.index)
-            for t in profiled:
-                by_name[t.name].profile = profiles.get(t.name)
+                    _run_and_profile(exercise, ready, by_name, libraries, seed, gpu.index, options, say, result)
+        except gpulock.GpuBusy as exc:
+            result.notice = str(exc)
+            for t in ready:
+                by_name[t.name].status, by_name[t.name].summary = "not run", "compiled; not run: the GPU was busy"
     result.seconds = time.perf_counter() - started
     if not options.sanitize:      # `grade list` shows gradings, not sanitizer runs
         state.save(result)
     return result
+
+
+def _run_and_profile(exercise: Exercise, ready: list[Task], by_name: dict[str, TaskResult],
+                     libraries: dict[str, Libraries], seed: int, device: int, options: Options, say: Say,
+                     result: GradeResult) -> None:
+    """Check and time every task in the GPU worker, then collect the counters of the correct ones."""
+    from grader.runner import run_worker
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, Progress):
+            if event.stage == "check":
+                say(f"{event.task}: checking case {event.case}/{event.of} ({event.label})")
+            else:
+                size = f" (size {event.case} of {event.of})" if event.of > 1 else ""
+                say(f"{event.task}: timing against the baseline at {event.label}{size}")
+        elif isinstance(event, Ceilings):
+            say("measuring the copy bandwidth of this GPU")
+
+    say("starting the GPU worker")
+    outcome = run_worker(exercise, [t.name for t in ready], libraries, seed, timing=options.timing,
+                         progress=on_event, device=device)
+    result.output = outcome.output
+    copy_gbs = outcome.ceilings.copy_bytes_per_s / 1e9 if outcome.ceilings else None
+    result.device.copy_gbs = copy_gbs
+    if outcome.fatal:
+        result.notice = f"the GPU worker failed: {outcome.fatal}"
+    ceilings = _ceilings(result.device.name, copy_gbs)
+    for t in ready:
+        raw = outcome.results.get(t.name)
+        if raw is None:
+            by_name[t.name].status = "not run"
+            by_name[t.name].summary = "not graded: " + (outcome.fatal or "the worker stopped before this task")
+            continue
+        _apply_run(by_name[t.name], t, raw, ceilings)
+
+    profiled = [t for t in ready if by_name[t.name].correct]
+    if options.profile and profiled:
+        from grader.profile import profile_tasks
+        say("collecting hardware counters with Nsight Compute")
+        profiles = profile_tasks(exercise, [t.name for t in profiled],
+                                 {t.name: libraries[t.name] for t in profiled}, seed, device=device)
+        for t in profiled:
+            by_name[t.name].profile = profiles.get(t.name)
 
 
 def _sanitize(exercise: Exercise, ready: list[Task], by_name: dict[str, TaskResult],
