@@ -77,3 +77,23 @@ def run_cell(code: str, namespace: dict) -> Any:
     if last is not None:
         return eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
     return None
+
+
+def run_notebook(notebook: dict, answer_source=None) -> dict[str, Any]:
+    """Every code cell but the grading one, in order, as a learner runs them; the value of each check
+    cell by its prompt. answer_source(prompt, stub_code), when given, replaces each answer cell."""
+    namespace: dict = {}
+    results = {}
+    for cell in notebook["cells"]:
+        tags = cell["metadata"].get("tags", [])
+        if cell["cell_type"] != "code" or "grade" in tags:
+            continue
+        code = source(cell)
+        for tag in tags:
+            if tag.startswith("answer:") and answer_source is not None:
+                code = answer_source(tag.removeprefix("answer:"), code)
+        value = run_cell(code, namespace)
+        for tag in tags:
+            if tag.startswith("check:"):
+                results[tag.removeprefix("check:")] = value
+    return results

@@ -15,7 +15,8 @@ from grader import spec
 from grader.derivations import CheckResult, check, prompts
 
 from derivation_helpers import (assert_valid_notebook_with_clear_outputs, cells_tagged,
-                                load_answers, read_notebook, run_cell, source)
+                                load_answers, read_notebook, source)
+from derivation_helpers import run_notebook as run_notebook_cells
 from derivation_helpers import no_gpu  # noqa: F401 (autouse: the bandwidth cell sees no GPU)
 
 # The exercise's own checkers, from its folder (exercise.toml names them).
@@ -221,21 +222,7 @@ def test_the_notebook_holds_templates_not_answers():
 
 
 def run_notebook(answer_source=None) -> dict[str, CheckResult]:
-    namespace: dict = {}
-    results = {}
-    for cell in notebook()["cells"]:
-        tags = cell["metadata"].get("tags", [])
-        if cell["cell_type"] != "code" or "grade" in tags:
-            continue
-        code = source(cell)
-        for tag in tags:
-            if tag.startswith("answer:") and answer_source is not None:
-                code = answer_source(code)
-        value = run_cell(code, namespace)
-        for tag in tags:
-            if tag.startswith("check:"):
-                results[tag.removeprefix("check:")] = value
-    return results
+    return run_notebook_cells(notebook(), answer_source)
 
 
 def test_the_untouched_notebook_runs_and_every_check_fails_cleanly(capsys):
@@ -252,6 +239,7 @@ def test_the_notebook_with_the_hidden_answers_gets_every_point():
     from grader.course import defined_names, hidden_answers
 
     answers_text = ANSWERS_PATH.read_text()
-    results = run_notebook(lambda stub_code: stub_code + "\n" + hidden_answers(answers_text, defined_names(stub_code)))
+    results = run_notebook(lambda prompt, stub_code: stub_code + "\n" + hidden_answers(answers_text,
+                                                                                     defined_names(stub_code)))
     assert set(results) == set(PROMPT_IDS)
     assert all(r.passed and r.points == r.max_points for r in results.values()), results

@@ -16,7 +16,8 @@ from grader import spec
 from grader.derivations import CheckResult, check, prompts
 
 from derivation_helpers import (assert_valid_notebook_with_clear_outputs, cells_tagged,
-                                load_answers, read_notebook, run_cell, source, stub)
+                                load_answers, read_notebook, source, stub)
+from derivation_helpers import run_notebook as run_notebook_cells
 from derivation_helpers import no_gpu  # noqa: F401 (autouse: the ridge-point cell sees no GPU)
 
 # The exercise's own checkers, from its folder (exercise.toml names them).
@@ -636,22 +637,7 @@ def test_the_notebook_holds_templates_not_answers():
 
 
 def run_notebook(answer_source=None) -> dict[str, CheckResult]:
-    """Every code cell but the grading one; answer_source(prompt, stub) replaces answer cells."""
-    namespace: dict = {}
-    results = {}
-    for cell in notebook()["cells"]:
-        tags = cell["metadata"].get("tags", [])
-        if cell["cell_type"] != "code" or "grade" in tags:
-            continue
-        code = source(cell)
-        for tag in tags:
-            if tag.startswith("answer:") and answer_source is not None:
-                code = answer_source(tag.removeprefix("answer:"), code)
-        value = run_cell(code, namespace)
-        for tag in tags:
-            if tag.startswith("check:"):
-                results[tag.removeprefix("check:")] = value
-    return results
+    return run_notebook_cells(notebook(), answer_source)
 
 
 def test_the_untouched_notebook_runs_and_every_check_fails_cleanly(capsys):
