@@ -282,26 +282,30 @@ def _short(name: str) -> str:
     return name[5:] if name.startswith("void ") else name
 
 
-def _dynamic_symbols(library: Path | str, *options: str) -> list[tuple[str, str]] | None:
+@functools.lru_cache(maxsize=64)
+def _dynamic_symbols(library: str) -> tuple[tuple[str, str], ...] | None:
     """(type letter, name without its version) of a shared library's dynamic symbols (``nm -D``),
-    or None without nm. Read from the file, never by loading it: loading would run the learner's
-    code in the grader's own process."""
+    or None without nm; one nm call per library (built libraries are content-addressed, so a path
+    always holds the same file). Read from the file, never by loading it: loading would run the
+    learner's code in the grader's own process."""
     nm = shutil.which("nm")
     if not nm:
         return None
     try:
-        out = subprocess.run([nm, "-D", *options, str(library)], capture_output=True, text=True,
-                             timeout=30).stdout
+        out = subprocess.run([nm, "-D", library], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     rows = (line.split() for line in out.splitlines())
-    return [(parts[-2], parts[-1].split("@", 1)[0]) for parts in rows if len(parts) >= 2]
+    return tuple((parts[-2], parts[-1].split("@", 1)[0]) for parts in rows if len(parts) >= 2)
+
+
+_UNDEFINED = frozenset("Uwv")     # nm's letters for symbols a library uses but does not define
 
 
 def exported_symbols(library: Path) -> set[str] | None:
     """Defined dynamic symbols of a shared library, or None without nm."""
-    symbols = _dynamic_symbols(library, "--defined-only")
-    return None if symbols is None else {name for _, name in symbols}
+    symbols = _dynamic_symbols(str(library))
+    return None if symbols is None else {name for kind, name in symbols if kind not in _UNDEFINED}
 
 
 def _needed(library: Path) -> list[str] | None:
@@ -336,12 +340,6 @@ def _system_libraries() -> dict[str, str]:
     return found
 
 
-@functools.lru_cache(maxsize=32)
-def _provided_by(path: str) -> frozenset[str] | None:
-    symbols = _dynamic_symbols(path, "--defined-only")
-    return None if symbols is None else frozenset(name for _, name in symbols)
-
-
 # The CUDA driver API (cuInit, cuMemAlloc_v2, ...): the CUDA runtime loads the driver itself, so a
 # library that calls it directly needs no NEEDED entry for it.
 _DRIVER_API = re.compile(r"cu[A-Z]\w*")
@@ -352,14 +350,14 @@ def foreign_symbols(library: Path) -> list[str] | None:
     driver API nor the C/C++ runtimes it was linked against provide: calls into some other library
     (cuBLAS, say) that would only resolve against what the grader's process happens to have loaded.
     None when the tools to tell are missing."""
-    symbols = _dynamic_symbols(library, "--undefined-only")
+    symbols = _dynamic_symbols(str(library))
     needed = _needed(library)
     if symbols is None or needed is None:
         return None
     provided: set[str] = set()
     for soname in needed:
         path = _system_libraries().get(soname)
-        names = _provided_by(path) if path else None
+        names = exported_symbols(Path(path)) if path else None
         if names is None:
             return None           # a runtime we cannot read: no verdict rather than a wrong one
         provided |= names

@@ -306,11 +306,6 @@ class Task:
         return tuple(a for a in self.args if a.role == "out")
 
     @property
-    def inouts(self) -> tuple[Arg, ...]:
-        """State updated in place: read, then written."""
-        return tuple(a for a in self.args if a.role == "inout")
-
-    @property
     def results(self) -> tuple[Arg, ...]:
         """What the call writes and the grader compares, in signature order: out and inout."""
         return tuple(a for a in self.args if a.role in ("out", "inout"))
@@ -327,15 +322,6 @@ class Task:
     def reference_args(self) -> tuple[Arg, ...]:
         """What the reference function takes, in signature order: every argument but the outputs."""
         return tuple(a for a in self.args if a.role != "out")
-
-    @property
-    def list_keys(self) -> tuple[str, ...]:
-        keys: list[str] = []
-        for a in self.args:
-            for key in (a.list, a.sizes_of, a.length_of):
-                if key is not None and key not in keys:
-                    keys.append(key)
-        return tuple(keys)
 
     def prototype(self) -> str:
         """The C declaration the learner's entry point must have."""
@@ -540,7 +526,7 @@ def _task(data: dict[str, Any], where: str) -> Task:
         raise SpecError(f"{where}: a task needs at least one 'out' or 'inout' argument")
 
     calls = tuple(_call(c, scalars, where, i) for i, c in enumerate(_list(data, "calls", where))) or ({},)
-    overridden = set.intersection(*(set(c) for c in calls)) if calls else set()
+    overridden = set.intersection(*(set(c) for c in calls))
     cases = tuple(_case(c, args, where, "cases", optional=overridden) for c in _list(data, "cases", where))
     if not cases:
         raise SpecError(f"{where}: 'cases' is empty")
