@@ -19,7 +19,6 @@ import io
 import os
 import re
 import shutil
-import subprocess
 import sys
 import warnings
 from dataclasses import dataclass
@@ -30,20 +29,18 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbgrader", reason="nbgrader is not installed: pip install -e '.[course]'")
 
+from course_helpers import (ASSIGNMENT, EX01, NO_GPU, ROOT, SOLUTIONS, course_env, grade_id, run_ok,  # noqa: E402
+                            submit)
+from lab_server import jupyter_lab  # noqa: E402
+
 from grader import course, spec  # noqa: E402
 from grader.course import CourseError, defined_names, function_bodies, hidden_answers  # noqa: E402
 from grader.notebook import (checked, correctness_problem, quiet, require_correct, require_speed,  # noqa: E402
                              speed_problem)
 from grader.result import GradeResult, Points, TaskResult  # noqa: E402
-from lab_server import jupyter_lab  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-ASSIGNMENT = "01_foundations"
-EX01 = spec.find("01")
-SOLUTIONS = ROOT / "solutions" / ASSIGNMENT
 WRONG_VECTOR_ADD = ROOT / "tests" / "submissions" / "ex01_wrong_vector_add.cu"
 STUDENTS = ("solution", "stub", "wrong")
-NO_GPU = "need an NVIDIA GPU"
 DERIVATION_POINTS = 10.0           # the four prompts of exercise 01: 2 + 3 + 2 + 3
 KERNEL_POINTS = sum(t.points.total for t in EX01.tasks)
 
@@ -64,61 +61,21 @@ class Course:
         return nbformat.read(folder / f"{ASSIGNMENT}.ipynb", as_version=4)
 
 
-def _env(cache: Path) -> dict[str, str]:
-    env = os.environ.copy()
-    env.update(CUDA_VISIBLE_DEVICES="", S2S_CACHE=str(cache), S2S_ROOT=str(ROOT),
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p))
-    return env
-
-
-def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
-    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done
-
-
-def _grade_id(cell) -> str:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
-
-
-def _submit(root: Path, student: str, *, answers: bool, files: dict[str, Path]) -> None:
-    """Hand in the released notebook (with the hidden answers if asked) and .cu files, plus clutter."""
-    release, target = root / "release" / ASSIGNMENT, root / "submitted" / student / ASSIGNMENT
-    shutil.copytree(release, target)
-    if answers:
-        source = {_grade_id(c): c.source
-                  for c in nbformat.read(root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4).cells}
-        nb = nbformat.read(target / f"{ASSIGNMENT}.ipynb", as_version=4)
-        for cell in nb.cells:
-            if cell.metadata.get("nbgrader", {}).get("solution"):
-                cell.source = source[_grade_id(cell)]
-        nbformat.write(nb, target / f"{ASSIGNMENT}.ipynb")
-    for name, path in files.items():
-        shutil.copyfile(path, target / name)
-    # What a learner's folder picks up: editor state, Python caches, a build of their own.
-    (target / ".ipynb_checkpoints").mkdir()
-    (target / ".ipynb_checkpoints" / f"{ASSIGNMENT}-checkpoint.ipynb").write_text("{}")
-    (target / "__pycache__").mkdir()
-    (target / "__pycache__" / "helper.cpython-311.pyc").write_bytes(b"\0")
-    (target / "vector_add.so").write_bytes(b"\0")
-    (target / "vector_add.o").write_bytes(b"\0")
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Course:
     root = tmp_path_factory.mktemp("course")
     cache = tmp_path_factory.mktemp("s2s-cache")
-    env = _env(cache)
+    env = course_env(cache)
     cli = [sys.executable, "-m", "grader.course_cli"]
-    _run(cli + ["build", str(root)], ROOT, env)
+    run_ok(cli + ["build", str(root)], ROOT, env)
     for ex in spec.discover():
-        _run([sys.executable, "-m", "nbgrader", "generate_assignment", ex.folder.name, "--force"], root, env)
+        run_ok([sys.executable, "-m", "nbgrader", "generate_assignment", ex.folder.name, "--force"], root, env)
     solutions = {t.source: SOLUTIONS / t.source for t in EX01.tasks}
-    _submit(root, "solution", answers=True, files=solutions)
-    _submit(root, "stub", answers=False, files={})
-    _submit(root, "wrong", answers=True, files={**solutions, "vector_add.cu": WRONG_VECTOR_ADD})
-    graded = _run(cli + ["autograde", str(root), ASSIGNMENT], root, env, timeout=600)
-    _run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT], root, env)
+    submit(root, "solution", answers=True, files=solutions)
+    submit(root, "stub", answers=False, files={})
+    submit(root, "wrong", answers=True, files={**solutions, "vector_add.cu": WRONG_VECTOR_ADD})
+    graded = run_ok(cli + ["autograde", str(root), ASSIGNMENT], root, env, timeout=600)
+    run_ok([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT], root, env)
     return Course(root, cache, graded.stdout)
 
 
@@ -151,11 +108,11 @@ def test_config_keeps_every_students_cu_and_gives_gpu_grading_time(built):
 def test_every_exercise_is_an_assignment_with_its_grading_cells(built, exercise):
     folder = built.root / "source" / exercise.folder.name
     nb = nbformat.read(folder / (exercise.notebook or f"{exercise.folder.name}.ipynb"), as_version=4)
-    cells = {_grade_id(c): c for c in nb.cells}
+    cells = {grade_id(c): c for c in nb.cells}
     grading = cells["grade_kernels"]
     assert grading.metadata.nbgrader["locked"] and not grading.metadata.nbgrader["grade"]
     assert f'grade("{exercise.id}", submission=".", profile=False)' in grading.source
-    order = [_grade_id(c) for c in nb.cells]
+    order = [grade_id(c) for c in nb.cells]
     for task in exercise.tasks:
         for kind, points in (("correct", task.points.correct), ("speed", task.points.speed)):
             cell = cells[f"kernel_{task.name}_{kind}"]
@@ -231,7 +188,7 @@ def test_release_holds_no_solution_code(built):
 # ================================================================== trap 2: the student's .cu is graded
 
 def _report_text(nb) -> str:
-    cell = next(c for c in nb.cells if _grade_id(c) == "grade_kernels")
+    cell = next(c for c in nb.cells if grade_id(c) == "grade_kernels")
     shown = [o.data["text/html"] for o in cell.outputs if o.get("data", {}).get("text/html")]
     assert shown, f"the grading cell shows no report: {cell.outputs}"
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", shown[-1])).split())
@@ -263,7 +220,7 @@ def test_scores_on_a_machine_without_gpu(built):
 def test_kernel_cells_fail_for_the_no_gpu_reason_and_nothing_else(built):
     for student in STUDENTS:
         nb = built.notebook("autograded", student)
-        kernel_cells = [c for c in nb.cells if _grade_id(c).startswith("kernel_")]
+        kernel_cells = [c for c in nb.cells if grade_id(c).startswith("kernel_")]
         assert len(kernel_cells) == 2 * len(EX01.tasks)
         for cell in kernel_cells:
             errors = [o for o in cell.outputs if o.output_type == "error"]
@@ -288,7 +245,7 @@ def test_no_graded_cell_writes_to_stderr(built):
         for cell in built.notebook("autograded", student).cells:
             if cell.cell_type == "code":
                 stderr = [o for o in cell.outputs if o.output_type == "stream" and o.name == "stderr"]
-                assert not stderr, (student, _grade_id(cell), stderr)
+                assert not stderr, (student, grade_id(cell), stderr)
 
 
 def test_graded_cells_assert_on_result_objects(built):
@@ -363,12 +320,12 @@ def test_the_graded_cells_assert_on_the_sentence_themselves():
 # ================================================================== trap 4: nothing hidden reaches feedback
 
 def test_feedback_reveals_nothing_the_release_did_not_show(built):
-    released = {_grade_id(c): c.source for c in built.notebook("release").cells}
+    released = {grade_id(c): c.source for c in built.notebook("release").cells}
     for student in STUDENTS:
         for cell in built.notebook("autograded", student).cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("locked"):
-                assert cell.source == released[_grade_id(cell)], (student, _grade_id(cell))
+                assert cell.source == released[grade_id(cell)], (student, grade_id(cell))
     # The cases, tolerances and references stay with the grader, not in the students' folders.
     assert not [p for p in (built.root / "release").rglob("*") if p.name in ("exercise.toml", "reference.py")]
     sources = [c.source for c in built.notebook("release").cells if c.cell_type == "code"]
@@ -436,7 +393,7 @@ def test_formgrader_in_jupyterlab_sees_the_autograded_class(built, tmp_path):
     import json
     import urllib.request
 
-    env = _env(built.cache)
+    env = course_env(built.cache)
     env.update(JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_DATA_DIR=str(tmp_path / "data"),
                JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
     with jupyter_lab(built.root, env, tmp_path / "lab.log") as lab:

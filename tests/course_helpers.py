@@ -1,0 +1,73 @@
+"""What the nbgrader course tests share: a course folder built as an instructor builds it, students'
+hand-ins, and the environment of a machine without a GPU for every nbgrader step."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+from grader import spec
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "01_foundations"
+EX01 = spec.find("01")
+SOLUTIONS = ROOT / "solutions" / ASSIGNMENT
+NO_GPU = "need an NVIDIA GPU"
+
+
+def course_env(cache: Path) -> dict[str, str]:
+    """This checkout's grader, its own build cache, and no GPU, whatever the machine has."""
+    env = os.environ.copy()
+    env.update(CUDA_VISIBLE_DEVICES="", S2S_CACHE=str(cache), S2S_ROOT=str(ROOT),
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p))
+    return env
+
+
+def run_ok(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+    done = subprocess.run(cmd, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def grade_id(cell) -> str:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+
+
+def course_cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "grader.course_cli", *args]
+
+
+def build_and_release(root: Path, env: dict[str, str], exercises: list[str] | None = None) -> None:
+    """`grade course build` (every exercise unless told), then `nbgrader generate_assignment` for each."""
+    chosen = [spec.find(e) for e in exercises] if exercises else spec.discover()
+    run_ok(course_cli("build", str(root), *[a for e in exercises or () for a in ("-e", e)]), ROOT, env)
+    for ex in chosen:
+        run_ok([sys.executable, "-m", "nbgrader", "generate_assignment", ex.folder.name, "--force"], root, env)
+
+
+def submit(root: Path, student: str, *, answers: bool, files: dict[str, Path]) -> Path:
+    """Hand in the released notebook (with the hidden answers if asked) and .cu files, plus clutter."""
+    release, target = root / "release" / ASSIGNMENT, root / "submitted" / student / ASSIGNMENT
+    shutil.copytree(release, target)
+    if answers:
+        source = {grade_id(c): c.source
+                  for c in nbformat.read(root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4).cells}
+        nb = nbformat.read(target / f"{ASSIGNMENT}.ipynb", as_version=4)
+        for cell in nb.cells:
+            if cell.metadata.get("nbgrader", {}).get("solution"):
+                cell.source = source[grade_id(cell)]
+        nbformat.write(nb, target / f"{ASSIGNMENT}.ipynb")
+    for name, path in files.items():
+        shutil.copyfile(path, target / name)
+    # What a learner's folder picks up: editor state, Python caches, a build of their own.
+    (target / ".ipynb_checkpoints").mkdir()
+    (target / ".ipynb_checkpoints" / f"{ASSIGNMENT}-checkpoint.ipynb").write_text("{}")
+    (target / "__pycache__").mkdir()
+    (target / "__pycache__" / "helper.cpython-311.pyc").write_bytes(b"\0")
+    (target / "vector_add.so").write_bytes(b"\0")
+    (target / "vector_add.o").write_bytes(b"\0")
+    return target
