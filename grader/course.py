@@ -24,14 +24,12 @@ from __future__ import annotations
 import ast
 import filecmp
 import json
-import os
-import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import nbformat
 
@@ -451,39 +449,6 @@ def nbgrader_command(*args: str) -> list[str]:
 def submitted_students(root: Path, assignment: str) -> list[str]:
     submitted = Path(root) / "submitted"
     return sorted(p.parent.name for p in submitted.glob(f"*/{assignment}") if p.is_dir())
-
-
-_STUDENT_LINE = re.compile(r"(?:submitted|autograded)[/\\]([^/\\]+)[/\\]([^/\\\s]+)")
-
-
-@dataclass
-class AutogradeRun:
-    returncode: int
-    log: Path
-    errors: list[str]
-
-
-def autograde(root: Path, assignment: str, force: bool = False,
-              on_student: Callable[[str], None] | None = None, env: dict[str, str] | None = None) -> AutogradeRun:
-    """Run ``nbgrader autograde ASSIGNMENT`` once for every submission; call on_student as each starts."""
-    root = Path(root).resolve()
-    log_path = root / f"autograde-{assignment}.log"
-    cmd = nbgrader_command("autograde", assignment, *(["--force"] if force else []))
-    seen: set[str] = set()
-    errors: list[str] = []
-    with open(log_path, "w") as log, subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE,
-                                                      stderr=subprocess.STDOUT, text=True,
-                                                      env=env or os.environ.copy()) as proc:
-        for line in proc.stdout:
-            log.write(line)
-            match = _STUDENT_LINE.search(line)
-            if match and match.group(2) == assignment and match.group(1) not in seen:
-                seen.add(match.group(1))
-                if on_student:
-                    on_student(match.group(1))
-            if "| ERROR]" in line or "| CRITICAL]" in line:
-                errors.append(line.split("]", 1)[-1].strip())
-    return AutogradeRun(proc.returncode, log_path, errors)
 
 
 def scores(root: Path, assignment: str) -> list[StudentScore]:

@@ -3,6 +3,8 @@
     grade course build DIR                       nbgrader course folder from exercises/ and solutions/
     grade course build DIR --exercise 01         only this exercise (repeatable)
     grade course autograde DIR ASSIGNMENT        autograde every submission, show a summary, export
+    grade course autograde DIR A --workers 4     four gradings at a time (default: one per GPU)
+    grade course autograde DIR A --scheduler tcp://HOST:8786     on a Dask cluster of several hosts
 
 Between the two, the stock nbgrader commands run in DIR: `nbgrader generate_assignment`,
 `nbgrader generate_feedback`, `nbgrader export`, and the formgrader in JupyterLab.
@@ -10,7 +12,7 @@ Between the two, the stock nbgrader commands run in DIR: `nbgrader generate_assi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -36,7 +38,7 @@ def _load():
 @course_app.command("build")
 def build_cmd(
     directory: Annotated[Path, typer.Argument(help="the course folder (created if missing)")],
-    exercise: Annotated[Optional[list[str]], typer.Option("--exercise", "-e",
+    exercise: Annotated[list[str] | None, typer.Option("--exercise", "-e",
                                                           help="only this exercise (repeatable); default: all")] = None,
     force: Annotated[bool, typer.Option(help="replace an nbgrader_config.py not written by this command")] = False,
 ) -> None:
@@ -69,52 +71,97 @@ def build_cmd(
 def autograde_cmd(
     directory: Annotated[Path, typer.Argument(help="the course folder written by `grade course build`")],
     assignment: Annotated[str, typer.Argument(help="the assignment, e.g. 01_foundations")],
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "-w", min=1, show_default=False,
+        help="gradings at a time on this host [default: one per GPU, 1 without a GPU]")] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        help="a running Dask scheduler (tcp://HOST:8786) whose workers, one per GPU, do the grading")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        min=1, show_default=False, help="seconds one student's grading may take before it is stopped and "
+        "recorded with 0 points [default: 3600]")] = None,
     force: Annotated[bool, typer.Option(help="grade again submissions that were already autograded")] = False,
     export: Annotated[bool, typer.Option("--export/--no-export", help="write grades.csv afterwards")] = True,
 ) -> None:
-    """Autograde every submission of ASSIGNMENT in one nbgrader run, then summarise and export."""
+    """Autograde every submission of ASSIGNMENT not graded yet, one nbgrader grading per student, then
+    summarise and export."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     course = _load()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from grader import class_grading
 
     err, out = Console(stderr=True), Console()
     root = directory.resolve()
     if not (root / "nbgrader_config.py").is_file():
         err.print(f"[red]error:[/red] {root} has no nbgrader_config.py: run `grade course build {directory}` first")
         raise typer.Exit(int(ExitCode.USAGE))
-    students = course.submitted_students(root, assignment)
-    if not students:
+    if not course.submitted_students(root, assignment):
         err.print(f"[red]error:[/red] no submissions in {root / 'submitted'}/<student>/{assignment}/")
         raise typer.Exit(int(ExitCode.USAGE))
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=False) as bar:
-        job = bar.add_task(f"autograding {assignment}", total=len(students))
-        started: list[str] = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[failed]}"), TimeElapsedColumn(), console=err, transient=False) as bar:
+        job = bar.add_task(f"autograding {assignment}", total=None, failed="")
 
-        def on_student(student: str) -> None:
-            if started:
-                bar.advance(job)
-            started.append(student)
-            bar.update(job, description=f"autograding {assignment}: {student}")
+        def on_plan(run) -> None:
+            if run.plan.skipped:
+                bar.console.print(f"{len(run.plan.skipped)} of {len(run.plan.skipped) + len(run.plan.to_grade)} "
+                                  "submissions are already autograded and are kept (--force grades them again)")
+            if run.plan.to_grade:
+                bar.console.print(f"grading {len(run.plan.to_grade)} {run.where}")
+            bar.update(job, total=len(run.plan.to_grade))
 
-        run = course.autograde(root, assignment, force=force, on_student=on_student)
-        bar.update(job, completed=len(students), description=f"autograded {assignment}")
+        failed: list[str] = []
+
+        def on_result(outcome) -> None:
+            if not outcome.graded:
+                failed.append(outcome.student)
+            bar.update(job, advance=1, description=f"autograding {assignment}: {outcome.student} done",
+                       failed=f"{len(failed)} not graded" if failed else "")
+
+        try:
+            run = class_grading.grade_class(root, assignment, workers=workers, scheduler=scheduler, force=force,
+                                            timeout_s=timeout or class_grading.DEFAULT_TIMEOUT_S,
+                                            on_plan=on_plan, on_result=on_result, say=bar.console.print)
+        except course.CourseError as exc:
+            bar.update(job, visible=False)
+            bar.stop()
+            err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(int(ExitCode.USAGE)) from None
+        bar.update(job, description=f"autograded {assignment}" if not run.interrupted
+                   else f"autograding {assignment}: interrupted")
 
     results = course.scores(root, assignment)
-    out.print(summary_table(assignment, results))
-    for line in run.errors:
-        err.print(f"[red]nbgrader:[/red] {line}")
-    if run.returncode != 0:
-        err.print(f"[red]error:[/red] nbgrader autograde exited with {run.returncode}; its log is {run.log}")
+    if results:
+        out.print(summary_table(assignment, results))
+    if run.failures:
+        err.print(f"[red]Not graded[/red] ({len(run.failures)}; recorded with 0 points, the next run tries again):")
+        for outcome in run.failures:
+            err.print(f"  {outcome.student}: {outcome.reason}", soft_wrap=True)
+    if run.interrupted:
+        done, left = len(run.outcomes), len(run.plan.to_grade) - len(run.outcomes)
+        err.print(f"[yellow]interrupted:[/yellow] {_count(done, 'grading')} recorded, {left} not; run the same "
+                  "command again to grade the rest (what is recorded is kept)")
+        raise typer.Exit(130)
     if export:
         try:
             path = course.export_grades(root)
         except course.CourseError as exc:
             err.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(int(ExitCode.FAILED))
+            raise typer.Exit(int(ExitCode.FAILED)) from None
         out.print(f"grades of every assignment: {path}")
-    out.print(f"nbgrader's log: {run.log}")
-    raise typer.Exit(0 if run.returncode == 0 else int(ExitCode.FAILED))
+    if run.outcomes:
+        out.print(f"nbgrader's log: {run.log}")
+    raise typer.Exit(int(ExitCode.FAILED) if run.failures else 0)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("s were" if n != 1 else " was")
 
 
 # Graded cells by what they give points for; their grade ids come from grader.course.
