@@ -357,9 +357,10 @@ void launch(Params p, int splits) {
     const dim3 grid(tiles, 1, splits);
     // 16-byte accesses: every row starts 16-byte aligned, and a share of K read along k ends at a
     // multiple of 4 (its start is a multiple of BK).
-    // 16-byte accesses: every row starts 16-byte aligned, and a share of K read along k ends at a
-    // multiple of 4 (its start is a multiple of BK).
-    const bool vec = p.lda % 4 == 0 && p.ldb % 4 == 0 && p.ldc % 4 == 0 && p.K % 4 == 0 && p.K % 4 == 0 &&
+    // 16-byte accesses: every row starts 16-byte aligned, a share of K read along k ends at a
+    // multiple of 4 (its start is a multiple of BK), and a row read along i is whole float4.
+    const bool vec = p.lda % 4 == 0 && p.ldb % 4 == 0 && p.ldc % 4 == 0 && p.K % 4 == 0 &&
+                     (LA == kAlongK || p.M % 4 == 0) && (LB == kAlongK || p.N % 4 == 0) && p.K % 4 == 0 &&
                      reinterpret_cast<size_t>(p.A) % 16 == 0 && reinterpret_cast<size_t>(p.B) % 16 == 0 &&
                      reinterpret_cast<size_t>(p.C) % 16 == 0 &&
                      (p.Y == nullptr || reinterpret_cast<size_t>(p.Y) % 16 == 0);
