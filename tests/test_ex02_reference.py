@@ -88,7 +88,8 @@ def test_the_torch_comparisons_compute_the_same_in_float32():
     torch.testing.assert_close(REF.sgemm_torch(f32[0], f32[1].T.contiguous(), M, N, K).double(),
                                REF.sgemm(X, W.T.contiguous(), M, N, K), **tol)
     for gelu in (0, 1):
-        for got, want in zip(REF.linear_forward_torch(*f32[:3], M, N, K, gelu), REF.linear_forward(X, W, b, M, N, K, gelu)):
+        for got, want in zip(REF.linear_forward_torch(*f32[:3], M, N, K, gelu),
+                             REF.linear_forward(X, W, b, M, N, K, gelu)):
             torch.testing.assert_close(got.double(), want, **tol)
         for got, want in zip(REF.linear_backward_torch(f32[0], f32[1], f32[3], f32[4], M, N, K, gelu),
                              REF.linear_backward(X, W, Z, dY, M, N, K, gelu)):

@@ -152,7 +152,8 @@ def _check_gelu(fn: Any) -> str | None:
         return None
     hint = next((text for slip, text in GELU_SLIPS
                  if np.allclose(got, slip(GELU_POINTS), rtol=1e-6, atol=1e-9)), GELU_HINT)
-    return f"gelu_derivative differs from autograd's: {worst_entry(got, truth)} (z = {GELU_POINTS[np.argmax(np.abs(got - truth))]:.4g}).\n  Hint: {hint}"
+    z = GELU_POINTS[np.argmax(np.abs(got - truth))]
+    return f"gelu_derivative differs from autograd's: {worst_entry(got, truth)} (z = {z:.4g}).\n  Hint: {hint}"
 
 
 def _grads(case: LinearCase, dZ: np.ndarray) -> dict[str, np.ndarray]:

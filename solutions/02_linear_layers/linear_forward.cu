@@ -15,7 +15,8 @@
 namespace {
 
 __global__ void gelu_pass(const float4* __restrict__ Z, float4* __restrict__ Y, long long n4, int gelu) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4; i += (long long)gridDim.x * blockDim.x) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4; i += stride) {
         float4 z = Z[i];
         if (gelu) {
             z.x = gemm::gelu_erf(z.x);
