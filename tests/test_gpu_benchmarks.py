@@ -3,10 +3,13 @@
 Prints a table (use `pytest -m gpu -s` to see it) and checks the requirements:
 exercise 01's vector_add and reduce_sum solutions reach 90% of the device-to-device
 copy bandwidth measured in the same grading, transpose 80%; `grade exercise 01`
-turns around in at most 15 s with counters and 5 s without, on a warm compile cache.
+turns around in at most 15 s with counters and 5 s without, on a warm compile cache;
+exercise 02's fp32 GEMM solutions reach their share of cuBLAS (sgemm 85%, the forward
+pass of nn.Linear + GELU 100% of F.linear + F.gelu, its backward pass 80% of autograd's).
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -193,3 +196,92 @@ def test_ex03_solutions_against_bandwidth_and_pytorch() -> None:
     assert comparisons["flat tensor, 2^26"] >= 1.3, "adamw: at least 1.3x torch.optim.AdamW(fused=True)"
     assert comparisons["GPT-2 small, 148 tensors"] >= 1.3, "adamw_multi: at least 1.3x torch's fused AdamW"
     assert clip_torch / clip_mine >= 1.5, "clip_grad_norm: at least 1.5x torch.nn.utils.clip_grad_norm_"
+
+
+# --------------------------------------------------------------------------- exercise 02
+
+# The solutions' throughput against PyTorch's own kernels (cuBLAS, TF32 off), geometric mean over
+# the benchmark sizes. gemm_bf16 has no bar here: its solution is being written on wgmma.
+CUBLAS_RATIO_02 = {"sgemm": 0.85, "linear_forward": 1.0, "linear_backward": 0.8}
+
+
+def _torch_02(task: str, values: dict, l2: int) -> float:
+    """Seconds of PyTorch's version of one task at one size, as a model runs it, timed like the
+    grader (CUDA events, L2 flushed); outputs that can be given go to preallocated buffers."""
+    import torch
+    import torch.nn.functional as F
+    M, N, K = values["M"], values["N"], values["K"]
+
+    def randn(*shape, dtype=torch.float32):
+        return torch.randn(*shape, device="cuda", dtype=torch.float32).to(dtype)
+    if task == "sgemm":
+        A, B, C = randn(M, K), randn(K, N), torch.empty(M, N, device="cuda")
+        return _cuda_median(lambda: torch.mm(A, B, out=C), l2)
+    if task == "gemm_bf16":
+        A, B = randn(M, K, dtype=torch.bfloat16), randn(N, K, dtype=torch.bfloat16)
+        C = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        return _cuda_median(lambda: torch.mm(A, B.t(), out=C), l2)
+    X, W, b = randn(M, K), randn(N, K), randn(N)
+    if task == "linear_forward":
+        return _cuda_median(lambda: F.gelu(F.linear(X, W, b)), l2)
+    Z, dY = randn(M, N), randn(M, N)
+    dX, dW, db = torch.empty(M, K, device="cuda"), torch.empty(N, K, device="cuda"), torch.empty(N, device="cuda")
+
+    def backward():
+        dZ = torch.ops.aten.gelu_backward(dY, Z)
+        torch.mm(dZ, W, out=dX)
+        torch.mm(dZ.t(), X, out=dW)
+        torch.sum(dZ, dim=0, out=db)
+    return _cuda_median(backward, l2)
+
+
+def test_ex02_solutions_against_cublas() -> None:
+    """Every GEMM solution at every benchmark size: TFLOP/s of the solution, of its naive baseline
+    and of PyTorch (cuBLAS with TF32 off, timed here without the grader's output copy), and the
+    ratios. The fp32 solutions must reach their share of cuBLAS, and clear their speed bar by 30%."""
+    import torch
+
+    # The solutions' grading, shared with the grading tests.
+    from test_gpu_grading import graded
+    torch.backends.cuda.matmul.allow_tf32 = False
+    assert torch.get_float32_matmul_precision() == "highest"
+    result = graded("02", "solution")
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    print(f"\n{'task':<16} {'size (M x N x K)':<18} {'solution':>9} {'baseline':>9} {'PyTorch':>9} "
+          f"{'vs naive':>8} {'vs torch':>8} {'grader':>7}  (TFLOP/s; 'grader' is its vendor ratio)")
+    ratios: dict[str, list[float]] = {}
+    for t in result.tasks:
+        assert t.status == "passed", f"{t.name}: {t.summary}"
+        for m in t.timing.sizes:
+            theirs = _torch_02(t.name, m.case, l2)
+            ratios.setdefault(t.name, []).append(theirs / m.learner_s)
+            size = f"{m.case['M']} x {m.case['N']} x {m.case['K']}"
+            print(f"{t.name:<16} {size:<18} {m.flops / m.learner_s / 1e12:9.1f} {m.flops / m.baseline_s / 1e12:9.2f} "
+                  f"{m.flops / theirs / 1e12:9.1f} {m.speedup:8.1f} {theirs / m.learner_s:8.2f} "
+                  f"{m.vendor_ratio or 0:7.2f}")
+        torch.cuda.empty_cache()
+    print(f"\n{'task':<16} {'vs naive':>9} {'needs':>6} {'vs torch':>9} {'needs':>6}   (geometric means)")
+    for t in result.tasks:
+        mean = math.prod(ratios[t.name]) ** (1 / len(ratios[t.name]))
+        print(f"{t.name:<16} {t.timing.speedup:9.1f} {t.timing.min_speedup:6g} {mean:9.2f} "
+              f"{CUBLAS_RATIO_02.get(t.name, 0):6g}")
+    for t in result.tasks:
+        assert t.timing.speedup >= 1.3 * t.timing.min_speedup, \
+            f"{t.name}: the solution must clear min_speedup {t.timing.min_speedup} by 30% (got {t.timing.speedup:.2f})"
+        if t.name in CUBLAS_RATIO_02:
+            mean = math.prod(ratios[t.name]) ** (1 / len(ratios[t.name]))
+            assert mean >= CUBLAS_RATIO_02[t.name], f"{t.name}: {mean:.2f} of PyTorch's throughput, " \
+                                                    f"requirement {CUBLAS_RATIO_02[t.name]}"
+
+
+def test_ex02_naive_kernels_speed() -> None:
+    """The naive kernels' TFLOP/s at every size: the speed bars were set from estimates of these
+    (about 3.5 TFLOP/s for sgemm, 1.5 for the K-contiguous products) and are to be set again from
+    what this prints."""
+    from test_gpu_grading import graded
+    result = graded("02", "baseline")
+    print()
+    for t in result.tasks:
+        for m in t.timing.sizes:
+            print(f"{t.name:<16} {m.label:<30} naive {m.flops / m.baseline_s / 1e12:6.2f} TFLOP/s")
+        assert t.correct and not t.timing.passed

@@ -72,3 +72,13 @@ def test_baselines_are_correct_but_fail_the_speed_bar(exercise_id: str) -> None:
         assert t.timing is not None and not t.timing.passed, f"{t.name}: the baseline must fail the speed bar"
         assert t.points.correct == t.points.max_correct and t.points.speed == 0
         assert re.search(r"naive baseline( \(geometric mean over \d+ sizes\))? where", t.summary), t.summary
+
+
+def test_ex02_solutions_are_correct_at_every_size_without_timing() -> None:
+    """A quick check of the GEMM solutions alone: every correctness case, no timing, no counters."""
+    ex = next(e for e in discover() if e.id == "02")
+    result = grade("02", Options(submission=solutions_dir() / ex.slug, profile=False, timing=False))
+    for t in result.tasks:
+        assert t.correct, f"{t.name}: {t.summary}"
+        assert t.cases_passed == t.cases_total == len(ex.task(t.name).cases), t.name
+        assert t.points.correct == t.points.max_correct, t.name

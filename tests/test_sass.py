@@ -91,3 +91,39 @@ def test_shared_memory_microbenchmark_issues_every_load_it_counts(element: str, 
     counts = [len(re.findall(load, loop)) for loop in _loop_bodies(body)]
     assert per_trip in counts, f"loads per loop trip in the SASS: {counts}, expected one loop with {per_trip}"
     assert all(c in (0, per_trip) for c in counts), f"loads per loop trip in the SASS: {counts}"
+
+
+# --------------------------------------------------------------------------- exercise 02
+
+def _hot_loop(body: str) -> list[str]:
+    """The instructions of the loop with the most FFMA: a GEMM's main loop."""
+    loops = _loop_bodies(body)
+    assert loops, "no loop in the kernel"
+    return max(loops, key=lambda loop: loop.count("FFMA")).splitlines()
+
+
+@pytest.mark.parametrize("task", ["sgemm", "linear_forward", "linear_backward"])
+def test_fp32_gemm_solutions_spend_their_issue_slots_on_fma(task: str, tmp_path: Path) -> None:
+    """The lesson of the ladder in the SASS: a main loop of 8 steps of k with 64 FFMA each per
+    thread (an 8 x 8 register tile), 4 LDS.128 per step, nothing in local memory, and FFMA at least
+    three quarters of all it issues."""
+    kernels = sass(solutions_dir() / "02_linear_layers" / f"{task}.cu", tmp_path)
+    gemms = {name: body for name, body in kernels.items() if "gemm_kernel" in name}
+    assert gemms, f"no GEMM kernel among {list(kernels)}"
+    for name, body in gemms.items():
+        assert not re.search(r"\b(LDL|STL)\b", body), f"{name}: local memory (spills)"
+        loop = _hot_loop(body)
+        ffma = sum(bool(re.search(r"\bFFMA\b", line)) for line in loop)
+        lds128 = sum(bool(re.search(r"\bLDS\.128\b", line)) for line in loop)
+        assert ffma == 8 * 64, f"{name}: {ffma} FFMA in the main loop"
+        assert lds128 == 8 * 4, f"{name}: {lds128} LDS.128 in the main loop"
+        assert ffma / len(loop) >= 0.75, f"{name}: FFMA are {ffma / len(loop):.0%} of the main loop"
+
+
+def test_bf16_gemm_solution_runs_on_tensor_cores(tmp_path: Path) -> None:
+    target = find("02").task("gemm_bf16").build.target("sm_90")
+    kernels = sass(solutions_dir() / "02_linear_layers" / "gemm_bf16.cu", tmp_path, target)
+    assert kernels
+    for name, body in kernels.items():
+        assert re.search(r"\b(HMMA\.16816\.F32\.BF16|HGMMA\.\S*BF16)", body), f"{name}: no bf16 tensor-core instruction"
+        assert not re.search(r"\b(LDL|STL)\b", body), f"{name}: local memory (spills)"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import keyword
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -70,11 +71,20 @@ def test_prototype_appears_in_the_stub(ex, task):
     assert task.prototype().rstrip(";") + " {" in stub
 
 
+def with_local_headers(path: Path) -> str:
+    """A source and the headers next to it that it includes (#include "..."), as one text."""
+    text = path.read_text()
+    for name in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.MULTILINE):
+        if (path.parent / name).is_file():
+            text += "\n" + with_local_headers(path.parent / name)
+    return text
+
+
 @pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
 def test_stub_is_not_the_solution(ex, task):
     paths = sources(ex, task)
     assert paths["stub"].read_text() != paths["solution"].read_text()
-    assert "__global__" in paths["solution"].read_text()
+    assert "__global__" in with_local_headers(paths["solution"]), "the solution (or a header it includes) defines a kernel"
 
 
 def test_prototype_spells_c_types():
