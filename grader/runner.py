@@ -7,6 +7,8 @@ kernel never costs the other tasks their grade.
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import resource
 import selectors
@@ -14,9 +16,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from grader.protocol import (Ceilings, Done, Event, Fatal, Job, Libraries, Progress, TaskDone, TaskOutcome,
                              TaskStart, parse_event)
@@ -67,8 +70,36 @@ def _crash_message(code: int | None) -> str:
             "or cudaDeviceReset() tore down the grader's CUDA context")
 
 
-def _limit_output() -> None:
+def _prepare_child() -> None:
+    """In the worker, before it runs: cap its output, and have the kernel kill it if the grader dies
+    (a grading stopped with SIGKILL must not leave a worker running, or timing, on the GPU)."""
     resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT_BYTES, OUTPUT_LIMIT_BYTES))
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+
+
+PR_SET_PDEATHSIG = 1
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM (a notebook kernel restarted, a batch job cancelled) ends the grading through the
+    normal unwinding, so that the worker's whole process group is killed on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def worker_env() -> dict[str, str]:
@@ -137,7 +168,7 @@ def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Libra
         env.update(dict(launch.env))
         proc = subprocess.Popen([*launch.wrapper, sys.executable, "-m", "grader.worker", fifo],
                                 stdin=subprocess.PIPE, stdout=log, stderr=log, env=env,
-                                cwd=str(exercise.folder), start_new_session=True, preexec_fn=_limit_output)
+                                cwd=str(exercise.folder), start_new_session=True, preexec_fn=_prepare_child)
         assert proc.stdin is not None
         try:
             proc.stdin.write(job.to_json().encode())
@@ -145,7 +176,8 @@ def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Libra
         except BrokenPipeError:
             pass
         try:
-            return _watch(exercise, proc, read_fd, progress, outcome, launch)
+            with _stopped_by_sigterm():
+                return _watch(exercise, proc, read_fd, progress, outcome, launch)
         finally:
             os.close(read_fd)
             os.close(keep_fd)
