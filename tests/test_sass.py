@@ -133,3 +133,27 @@ def test_bf16_gemm_solution_runs_on_tensor_cores(tmp_path: Path) -> None:
     assert all("simt" in name for name in others), f"kernels off the tensor cores: {others}"
     for name, body in kernels.items():
         assert not re.search(r"\b(LDL|STL)\b", body), f"{name}: local memory (spills)"
+
+
+# Kernels of PyTorch that the worker launches, as the sanitizer sees them (mangled names from a
+# CUDA build of PyTorch: a fill, a reduction, CUB's sort inside PyTorch, a c10 helper).
+TORCH_KERNELS = [
+    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_",
+    "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIbNS0_14func_wrapper_tIbZZZNS0_14or_kernel_cudaERNS_"
+    "14TensorIteratorEENKUlvE_clEvENKUlvE10_clEvEUlbbE_EEjbLi4ELi4EEEEEvT1_",
+    "_ZN14at_cuda_detail3cub18DeviceRadixSortOnesweepKernelINS0_21DeviceRadixSortPolicyIlilE9Policy900EEb",
+    "_ZN3c1010cuda_check_kernelEv",
+]
+
+
+@pytest.mark.parametrize("exercise, source", [("01_foundations", "reduce_sum.cu"), ("02_linear_layers", "sgemm.cu"),
+                                              ("03_optimization", "adamw_multi.cu")])
+def test_the_sanitizer_checks_the_learners_kernels_and_skips_pytorchs(exercise: str, source: str,
+                                                                      tmp_path: Path) -> None:
+    from grader.sanitize import GRADER_KERNELS
+    kernels = sass(solutions_dir() / exercise / source, tmp_path)
+    assert kernels
+    checked = [name for name in kernels if not re.search(GRADER_KERNELS, name)]
+    assert checked == list(kernels), f"learner kernels left out of the sanitizer's checks: " \
+                                     f"{sorted(set(kernels) - set(checked))}"
+    assert all(re.search(GRADER_KERNELS, name) for name in TORCH_KERNELS)
