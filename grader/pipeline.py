@@ -156,6 +156,11 @@ def _run_and_profile(exercise: Exercise, ready: list[Task], by_name: dict[str, T
             by_name[t.name].summary = "not graded: " + (outcome.fatal or "the worker stopped before this task")
             continue
         _apply_run(by_name[t.name], t, raw, ceilings)
+    disturbed = [t.name for t in ready if by_name[t.name].error and by_name[t.name].error.kind == "disturbed"]
+    if disturbed and not result.notice:
+        result.notice = (f"another process used this GPU while {' and '.join(disturbed)} "
+                         f"{'was' if len(disturbed) == 1 else 'were'} timed, so no speed was judged: "
+                         "grade again when the GPU is free")
 
     profiled = [t for t in ready if by_name[t.name].correct]
     if options.profile and profiled:
@@ -320,6 +325,10 @@ def _apply_run(tr: TaskResult, task: Task, raw: TaskOutcome, ceilings: dict[str,
     tr.points = Points(task.points.correct if tr.correct else 0.0, task.points.speed if speed_ok else 0.0,
                        task.points.correct, task.points.speed)
     failing = next((c for c in tr.cases if not c.passed), None)
+    if error is not None and error.kind == "disturbed":     # not the learner's doing: no speed verdict
+        tr.timing, tr.error, tr.status = None, error, "not run"
+        tr.summary = f"correct ({tr.cases_passed}/{tr.cases_total}); not timed: {error.message}"
+        return
     if error is None and failing is not None and failing.error:
         error = Problem(failing.error.kind, f"failed for {failing.label}: {failing.error.message}")
     if error:

@@ -15,6 +15,7 @@ from grader.protocol import (CaseResult, Ceilings, Done, Event, Fatal, Job, Prob
                              TaskOutcome, TaskStart)
 from grader.worker.checking import Checker, case_seed
 from grader.worker.entry import Entry, Sticky, synchronize
+from grader.worker.foreign import Watch
 from grader.worker.memory import GUARD_BYTES, CaseMemory
 from grader.worker.profiling import profile_tasks
 from grader.worker.timing import measure_ceilings, time_task
@@ -68,7 +69,7 @@ def _label(task: specmod.Task, case: specmod.Case, call: int) -> str:
 
 
 def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise, name: str,
-             ceilings: dict[str, Any]) -> TaskOutcome:
+             ceilings: dict[str, Any], watch: Watch | None = None) -> TaskOutcome:
     task = exercise.task(name)
     libraries = job.tasks[name]
     try:
@@ -94,13 +95,23 @@ def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise
     if job.timing and not sanitize:
         baseline = Entry(libraries.baseline_library, task)
         vendor = getattr(exercise.load_reference(), task.vendor) if task.vendor else None
-        timing = time_task(emit, task, learner, baseline, reference, vendor, job.seed, ceilings)
+        timing = time_task(emit, task, learner, baseline, reference, vendor, job.seed, ceilings,
+                           watch or Watch(reason="not watched"))
         _free()     # the benchmark's buffers went with time_task's frame
-        if isinstance(timing, Problem):
-            outcome.error, outcome.correct = timing, False
+        if isinstance(timing, Problem):     # a disturbed timing leaves the correctness as it was
+            outcome.error, outcome.correct = timing, timing.kind == "disturbed"
         else:
             outcome.timing = timing
     return outcome
+
+
+def _watch(job: Job) -> Watch:
+    """NVML's view of the GPU, for the gradings that time."""
+    if job.mode != "grade" or not job.timing:
+        return Watch(reason="nothing is timed")
+    from grader.device import probe
+    gpus = probe().gpus
+    return Watch.open(gpus[job.device].uuid if job.device < len(gpus) else "")
 
 
 def _free() -> None:
@@ -119,10 +130,13 @@ def main(argv: list[str]) -> int:
         # PyTorch takes seconds to import; let it load while CuPy creates the CUDA context.
         importer = threading.Thread(target=importlib.import_module, args=("torch",), daemon=True)
         importer.start()
+        watch = _watch(job)
+        watch.before_context()
         import cupy
         cupy.cuda.set_allocator(None)          # plain cudaMalloc per buffer, no pool: guards stay honest
         cupy.cuda.runtime.setDevice(job.device)
         cupy.cuda.runtime.free(cupy.cuda.runtime.malloc(1))   # creates the context now
+        watch.after_context()
         exercise = specmod.load(Path(job.exercise_folder))
         importer.join()
         import torch  # noqa: F401  (fails loudly here if the threaded import failed)
@@ -143,7 +157,7 @@ def main(argv: list[str]) -> int:
     for name in job.order:
         emit(TaskStart(name))
         try:
-            result = run_task(emit, job, exercise, name, ceilings)
+            result = run_task(emit, job, exercise, name, ceilings, watch)
         except Sticky as exc:
             emit(TaskDone(name, TaskOutcome.failure(name, "cuda error", str(exc)), sticky=True))
             return 1          # the CUDA context is gone; the parent starts a fresh worker for the rest

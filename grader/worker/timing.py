@@ -10,6 +10,7 @@ from grader import spec as specmod
 from grader.protocol import Problem, Progress, SizeTiming
 from grader.worker.checking import Checker, case_seed
 from grader.worker.entry import Entry, synchronize
+from grader.worker.foreign import Watch
 from grader.worker.memory import CaseMemory
 
 MIN_REPS = 7
@@ -20,6 +21,8 @@ MIN_OTHER_REPS = 3
 HIDDEN_WORK_S = 50e-6             # host-visible device time beyond the events' that counts as hidden
 SLEEP_CYCLES = 200_000             # ~0.1 ms at 2 GHz: longer than enqueueing one call takes
 OTHER_BUDGET_S = 0.25
+DISTURBED_ATTEMPTS = 3             # timings of one size with another process on the GPU, at most
+DISTURBED_PAUSE_S = 1.0            # between them: a burst of someone else's work may pass
 
 WRONG_TIMED_OUTPUT = ("the output of a timed call was wrong, although the same code passed the correctness cases: "
                       "does it depend on state left over from an earlier call (a cache keyed on the pointers or "
@@ -28,7 +31,7 @@ WRONG_TIMED_OUTPUT = ("the output of a timed call was wrong, although the same c
 
 def time_task(emit: Callable[[Any], None], task: specmod.Task, learner: Entry, baseline: Entry,
               reference: Callable[..., Any], vendor: Callable[..., Any] | None, seed: int,
-              ceilings: dict[str, Any]) -> list[SizeTiming] | Problem:
+              ceilings: dict[str, Any], watch: Watch) -> list[SizeTiming] | Problem:
     """Median times at every benchmark size, or the problem that stopped the timing."""
     import torch
     # Reading (not writing) twice the L2's size evicts everything, including dirty lines from
@@ -40,13 +43,34 @@ def time_task(emit: Callable[[Any], None], task: specmod.Task, learner: Entry, b
     for index, case in enumerate(task.benchmarks):
         emit(Progress(task.name, "time", case.describe(), index + 1, len(task.benchmarks)))
         memory = CaseMemory.allocate(task, case)
-        result = _time_size(task, case, memory, learner, baseline, reference, vendor,
-                            case_seed(seed, task.name, f"benchmark{index}"), timer)
+        result = watched(watch, case.describe(), lambda: _time_size(
+            task, case, memory, learner, baseline, reference, vendor, case_seed(seed, task.name, f"benchmark{index}"),
+            timer))
         del memory
         if isinstance(result, Problem):
             return result
         out.append(result)
     return out
+
+
+def watched(watch: Watch, label: str, measure: Callable[[], SizeTiming | Problem],
+            pause_s: float = DISTURBED_PAUSE_S) -> SizeTiming | Problem:
+    """``measure()`` with no other process on the GPU meanwhile: again when one used it, and a
+    "disturbed" problem (no verdict on the kernel) when one did in every attempt."""
+    for attempt in range(DISTURBED_ATTEMPTS):
+        watch.begin()
+        result = measure()
+        others = watch.others()
+        # A wrong output is the code's, whoever else ran; any other result is only as good as the
+        # GPU was quiet.
+        if not others or (isinstance(result, Problem) and result.kind == "timed output wrong"):
+            return result
+        if attempt + 1 < DISTURBED_ATTEMPTS:
+            time.sleep(pause_s)
+    return Problem("disturbed", (
+        f"another process used the GPU while {label} was timed, in each of {DISTURBED_ATTEMPTS} attempts: "
+        f"{', '.join(others)}. A time measured beside it says nothing about your kernel; grade again when "
+        "the GPU is free"))
 
 
 class _Timer:
