@@ -15,7 +15,7 @@ import pytest
 from grader import spec
 from grader.derivations import CheckResult, check, prompts
 
-from derivation_helpers import (assert_valid_notebook_with_clear_outputs, cells_tagged,
+from derivation_helpers import (cells_tagged,
                                 load_answers, read_notebook, source, stub)
 from derivation_helpers import run_notebook as run_notebook_cells
 from derivation_helpers import no_gpu  # noqa: F401 (autouse: the ridge-point cell sees no GPU)
@@ -576,38 +576,6 @@ def markdown() -> str:
     return "\n".join(source(c) for c in notebook()["cells"] if c["cell_type"] == "markdown")
 
 
-def test_notebook_is_valid_nbformat_4_with_clear_outputs():
-    assert_valid_notebook_with_clear_outputs(NOTEBOOK)
-
-
-def test_every_prompt_has_one_answer_cell_and_one_check_cell():
-    registered = [p.id for p in prompts("04")]
-    assert list(cells_tagged(notebook(), "answer:")) == registered
-    assert list(cells_tagged(notebook(), "check:")) == registered
-    for prompt, cell in cells_tagged(notebook(), "check:").items():
-        assert re.fullmatch(rf'check\("04",\s*"{prompt}",.*\)', source(cell), re.S)
-
-
-def test_check_calls_in_the_notebook_name_only_registered_prompts():
-    code = "\n".join(source(c) for c in notebook()["cells"] if c["cell_type"] == "code")
-    called = re.findall(r'check\(\s*"04",\s*"(\w+)"', code)
-    assert sorted(called) == sorted(p.id for p in prompts("04"))
-
-
-def test_notebook_ends_with_the_grading_cell():
-    last = notebook()["cells"][-1]
-    assert last["cell_type"] == "code" and "grade" in last["metadata"]["tags"]
-    assert source(last) == 'from grader import grade\ngrade("04")'
-
-
-def test_notebook_links_the_stubs_and_states_each_speed_bar():
-    text = markdown()
-    for task in spec.find("04").tasks:
-        assert f"[{task.source}]({task.source})" in text
-        assert f"at least {task.min_speedup:g}\u00d7 the naive baseline" in text, task.name
-    assert "[baselines/](baselines/)" in text and "[reference.py](reference.py)" in text
-
-
 def _answer_snippets() -> list[str]:
     """What must never be shown: each statement of the answers' functions, each computed value."""
     text = ANSWERS_PATH.read_text()
@@ -648,18 +616,3 @@ def test_the_untouched_notebook_runs_and_every_check_fails_cleanly(capsys):
         assert not result.passed and result.points == 0, prompt
     shown = capsys.readouterr().out
     assert "nan" in shown and "ridge point" in shown
-
-
-def test_the_notebook_with_the_hidden_answers_gets_every_point():
-    """The answers as an nbgrader solution cell carries them: stub first, then the hidden region."""
-    pytest.importorskip("nbformat")
-    from grader.course import defined_names, hidden_answers
-
-    answers_text = ANSWERS_PATH.read_text()
-
-    def solved(prompt: str, stub_code: str) -> str:
-        return stub_code + "\n" + hidden_answers(answers_text, defined_names(stub_code))
-
-    results = run_notebook(solved)
-    assert set(results) == set(PROMPT_IDS)
-    assert all(r.passed and r.points == r.max_points for r in results.values()), results
