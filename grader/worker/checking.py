@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from grader import spec as specmod
 from grader.protocol import Mismatch
+from grader.tolerance import split
 from grader.worker.memory import Buffer, CaseMemory
 
 
@@ -22,6 +23,11 @@ class _Written:
     before: Any            # the inout tensor's value before the call (None for outputs)
     rtol: float
     atol: float
+    allowed: Any = None    # a per-element allowance the reference gave (grader.tolerance.Within)
+
+    def tolerance(self, shape: Any) -> Any:
+        tol = self.atol + self.rtol * self.magnitude.reshape(shape)
+        return tol if self.allowed is None else tol + self.allowed.reshape(shape)
 
 
 class Checker:
@@ -36,10 +42,10 @@ class Checker:
                 raise RuntimeError(f"reference {task.reference} returned {len(expected)} values; the spec has "
                                    f"{len(task.results)} out and inout arguments")
             if task.condition == "abs":
-                magnitude = [_abs(m) for m in _as_tuple(
+                magnitude = [_abs(_values(m)) for m in _as_tuple(
                     reference(*_reference_args(task, memory, scalars, absolute=True)))]
             else:
-                magnitude = [_abs(e) for e in expected]
+                magnitude = [_abs(_values(e)) for e in expected]
         self.written: list[_Written] = []
         for arg, exp, mag in zip(task.results, expected, magnitude):
             memory_arg = memory.args[arg.name]
@@ -50,10 +56,11 @@ class Checker:
             befores = memory.before.get(arg.name, [None] * len(exps))
             default_rtol, default_atol = (task.rtol, task.atol) if arg.is_float else (0.0, 0.0)
             for i, (buf, e, m, b) in enumerate(zip(memory_arg.buffers, exps, mags, befores)):
+                value, allowed = split(e)
                 self.written.append(_Written(
-                    f"{arg.name}[{i}]" if arg.list is not None else arg.name, arg, buf, e, m, b,
+                    f"{arg.name}[{i}]" if arg.list is not None else arg.name, arg, buf, value, m, b,
                     default_rtol if arg.rtol is None else arg.rtol,
-                    default_atol if arg.atol is None else arg.atol))
+                    default_atol if arg.atol is None else arg.atol, allowed))
 
     def compare(self, *, detail: bool = True) -> Mismatch | None:
         """The first tensor that is off, with its worst element; None when every one is right."""
@@ -62,7 +69,7 @@ class Checker:
         for w in self.written:
             got = w.buffer.tensor().to(torch.float64)
             exp = w.expected.reshape(got.shape)
-            tol = w.atol + w.rtol * w.magnitude.reshape(got.shape)
+            tol = w.tolerance(got.shape)
             bad_flags.append((~((got - exp).abs() <= tol)).any())      # NaN compares false: counted as bad
         if not bad_flags:
             return None
@@ -79,7 +86,7 @@ class Checker:
 def _describe(w: _Written, got: Any) -> Mismatch:
     import torch
     exp = w.expected.reshape(got.shape)
-    tol = w.atol + w.rtol * w.magnitude.reshape(got.shape)
+    tol = w.tolerance(got.shape)
     err = (got - exp).abs()
     bad = ~(err <= tol)
     if w.arg.role == "out":
@@ -121,6 +128,13 @@ def _reference_args(task: specmod.Task, memory: CaseMemory, scalars: dict[str, A
             converted = [t.abs() for t in converted]
         out.append(converted if a.list is not None else converted[0])
     return out
+
+
+def _values(result: Any) -> Any:
+    """A reference result without its allowances (grader.tolerance.Within), lists included."""
+    if isinstance(result, (list, tuple)):
+        return [split(r)[0] for r in result]
+    return split(result)[0]
 
 
 def _abs(value: Any) -> Any:
