@@ -7,14 +7,18 @@ grading on the GPU.
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
+import jsonschema
 import pytest
 from rich.console import Console
 
+import grader
 from grader import device as devmod
 from grader import runner
 from grader.pipeline import Options, grade
@@ -170,3 +174,5 @@ def test_a_disturbed_task_keeps_its_correctness_points_and_is_not_failed(monkeyp
     text = console.export_text()
     assert "not timed: another process used the GPU" in text and "Traceback" not in text
     assert "not timed: another process used the GPU" in render_html(result)
+    schema = json.loads((Path(grader.__file__).parent / "result.schema.json").read_text())
+    jsonschema.validate(json.loads(result.to_json()), schema)      # --json says the same, in its schema
