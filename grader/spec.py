@@ -50,7 +50,7 @@ SCALAR_DTYPES = ("int32", "int64", "float32")
 COMPUTE_UNITS = ("fp32", "bf16_tensor", "fp16_tensor", "int8_tensor", "fp8_tensor")
 # How an input (or the starting value of an inout buffer) is drawn. "normal" is randn times the
 # case's input_scale for floats and uniform integers in [-128, 127] for integer dtypes.
-FILLS = ("normal", "uniform", "positive", "zeros", "ones")
+FILLS = ("normal", "uniform", "positive", "zeros", "ones", "outliers")
 RESERVED_CASE_KEYS = ("input_scale", "label", "fill")
 _INT_RANGE = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 FLOAT32_MAX = 3.4028234663852886e38

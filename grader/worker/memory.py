@@ -186,6 +186,20 @@ class CaseMemory:
         return None
 
 
+OUTLIER_EVERY = 61         # "outliers": every 61st column (from the 8th) is an outlier channel,
+OUTLIER_FACTOR = 50.0      # 50 times larger than the rest,
+ZERO_ROW_EVERY = 5         # and every 5th row (from the 4th) is all zeros
+
+
+def plant_outliers(values):
+    """What a large model's activations look like to a quantizer: a few channels (columns) far
+    larger than the rest, and some rows (tokens) of zeros. A vector gets the outliers only."""
+    values[..., 7::OUTLIER_EVERY] *= OUTLIER_FACTOR
+    if values.dim() >= 2:
+        values[3::ZERO_ROW_EVERY] = 0
+    return values
+
+
 def _draw(kind: str, shape: Any, dtype: Any, scale: float, gen: Any):
     """Values for one tensor, drawn on the GPU in float32 (or int32) and cast by the copy."""
     import torch
@@ -197,6 +211,8 @@ def _draw(kind: str, shape: Any, dtype: Any, scale: float, gen: Any):
         if kind == "uniform":
             return torch.rand(shape, generator=gen, device="cuda", dtype=torch.float32) * scale
         values = torch.randn(shape, generator=gen, device="cuda", dtype=torch.float32) * scale
+        if kind == "outliers":
+            return plant_outliers(values)
         return values.abs_() if kind == "positive" else values
     info = torch.iinfo(dtype)
     low = 0 if kind in ("uniform", "positive") else max(info.min, -128)
