@@ -26,7 +26,7 @@ __device__ __forceinline__ float2 e4m3x2_to_float2(unsigned short v) {
 }
 
 template <int MT, int R>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 1)
 gemv_fp8_rows(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W, const float* __restrict__ scale,
               __nv_bfloat16* __restrict__ y, int N, int K) {
     const int lane = threadIdx.x & 31;
