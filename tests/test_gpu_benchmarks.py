@@ -285,3 +285,42 @@ def test_ex02_naive_kernels_speed() -> None:
         for m in t.timing.sizes:
             print(f"{t.name:<16} {m.label:<30} naive {m.flops / m.baseline_s / 1e12:6.2f} TFLOP/s")
         assert t.correct and not t.timing.passed
+
+
+# What exercise 05's solutions must reach (fractions of the copy bandwidth measured in the same
+# grading, and ratios to PyTorch's kernels timed by the grader).
+QUANTIZER_COPY_SHARE = 0.85
+GEMV_COPY_SHARE = 0.80
+GEMV_VS_BF16 = 1.6
+W8A8_VS_INT_MM = 1.0
+
+
+def test_ex05_solutions_against_bandwidth_and_pytorch() -> None:
+    """Every solution at every size: time, GB/s and share of the copy bandwidth, TOPS, speedup over
+    its naive baseline, ratio to PyTorch (the torch quantizer, torch._int_mm with scales and bias, a
+    bf16 weight). The quantizers must reach 85% of copy at every size, the GEMV 80% and 1.6x the
+    bf16 weight at every size, the W8A8 layer torch._int_mm's speed at 8192^3."""
+    from test_gpu_grading import graded      # the solutions' grading, shared with the grading tests
+    result = graded("05", "solution")
+    copy = result.device.copy_gbs
+    print(f"\ndevice copy bandwidth measured in this run: {copy:.0f} GB/s")
+    print(f"{'task':<14} {'size':<28} {'time':>10} {'GB/s':>6} {'% copy':>7} {'TOPS':>6} {'vs naive':>8} {'vs torch':>8}")
+    short = []
+    for t in result.tasks:
+        assert t.status == "passed", f"{t.name}: {t.summary}"
+        assert t.timing.speedup >= 1.3 * t.timing.min_speedup, \
+            f"{t.name}: the solution must clear min_speedup {t.timing.min_speedup} by 30% (got {t.timing.speedup:.2f})"
+        for m in t.timing.sizes:
+            gbs = m.bytes / m.learner_s / 1e9
+            print(f"{t.name:<14} {m.label[:28]:<28} {m.learner_s * 1e6:8.1f}us {gbs:6.0f} {gbs / copy:7.1%} "
+                  f"{m.flops / m.learner_s / 1e12:6.1f} {m.speedup:8.1f} {m.vendor_ratio or 0:8.2f}")
+            if t.name.startswith("quantize") and gbs < QUANTIZER_COPY_SHARE * copy:
+                short.append(f"{t.name} at {m.label}: {gbs / copy:.0%} of copy (needs {QUANTIZER_COPY_SHARE:.0%})")
+            if t.name == "gemv_fp8" and gbs < GEMV_COPY_SHARE * copy:
+                short.append(f"gemv_fp8 at {m.label}: {gbs / copy:.0%} of copy (needs {GEMV_COPY_SHARE:.0%})")
+            if t.name == "gemv_fp8" and (m.vendor_ratio or 0) < GEMV_VS_BF16:
+                short.append(f"gemv_fp8 at {m.label}: {m.vendor_ratio:.2f}x the bf16 weight (needs {GEMV_VS_BF16}x)")
+            if t.name == "gemm_w8a8" and m.case["M"] == m.case["N"] == m.case["K"] == 8192 and \
+                    (m.vendor_ratio or 0) < W8A8_VS_INT_MM:
+                short.append(f"gemm_w8a8 at 8192^3: {m.vendor_ratio:.2f}x torch._int_mm (needs {W8A8_VS_INT_MM}x)")
+    assert not short, "below the targets: " + "; ".join(short)

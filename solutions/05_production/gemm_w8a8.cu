@@ -73,8 +73,8 @@ __device__ __forceinline__ void load_stage(uint8_t* stage, const int8_t* A, cons
 
 __global__ void __launch_bounds__(kThreads, 2)
 w8a8_imma(const int8_t* __restrict__ A, const int8_t* __restrict__ B, const float* __restrict__ sA,
-          const float* __restrict__ sB, const float* __restrict__ bias, __nv_bfloat16* __restrict__ Y,
-          int M, int N, int K) {
+          const float* __restrict__ sB, const float* __restrict__ bias, __nv_bfloat16* __restrict__ Y, int M,
+          int N, int K) {
     extern __shared__ __align__(128) uint8_t smem[];
 
     const int tiles_m = (M + BM - 1) / BM;
@@ -179,7 +179,7 @@ w8a8_imma(const int8_t* __restrict__ A, const int8_t* __restrict__ B, const floa
 // Odd K or misaligned rows: one thread per element of Y, four products per __dp4a where it can.
 __global__ void w8a8_simple(const int8_t* A, const int8_t* B, const float* sA, const float* sB,
                             const float* bias, __nv_bfloat16* Y, int M, int N, int K) {
-    const int n = blockIdx.x * blockDim.x + threadIdx.x;
+    const int n = threadIdx.x + blockIdx.x * blockDim.x;
     const int m = blockIdx.y;
     if (n >= N) return;
     const int8_t* a = A + (size_t)m * K;

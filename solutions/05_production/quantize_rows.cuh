@@ -3,8 +3,6 @@
 // converts and writes. Loads and stores are vectors of kVec elements where the row allows.
 #pragma once
 
-#include <cuda_bf16.h>
-
 namespace quant {
 
 constexpr int kThreads = 256;
@@ -20,9 +18,6 @@ __device__ __forceinline__ float block_max(float v) {
     return v;     // every thread has the block's maximum
 }
 
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-
 // Largest |x| of the row, vector loads of type V (kVec elements of T) when `vec`.
 template <typename T, typename V, int kVec>
 __device__ __forceinline__ float row_amax(const T* row, int cols, bool vec) {
@@ -33,10 +28,10 @@ __device__ __forceinline__ float row_amax(const T* row, int cols, bool vec) {
             const V chunk = v[i];
             const T* e = reinterpret_cast<const T*>(&chunk);
 #pragma unroll
-            for (int j = 0; j < kVec; ++j) m = fmaxf(m, fabsf(to_float(e[j])));
+            for (int j = 0; j < kVec; ++j) m = fmaxf(m, fabsf(static_cast<float>(e[j])));
         }
     } else {
-        for (int c = threadIdx.x; c < cols; c += kThreads) m = fmaxf(m, fabsf(to_float(row[c])));
+        for (int c = threadIdx.x; c < cols; c += kThreads) m = fmaxf(m, fabsf(static_cast<float>(row[c])));
     }
     return block_max(m);
 }
