@@ -148,7 +148,8 @@ def _run_and_profile(exercise: Exercise, ready: list[Task], by_name: dict[str, T
     result.device.copy_gbs = copy_gbs
     if outcome.fatal:
         result.notice = f"the GPU worker failed: {outcome.fatal}"
-    ceilings = _ceilings(result.device.name, copy_gbs)
+    disturbed = bool(outcome.ceilings and outcome.ceilings.disturbed)
+    ceilings = _ceilings(result.device.name, copy_gbs, trusted=not disturbed)
     for t in ready:
         raw = outcome.results.get(t.name)
         if raw is None:
@@ -273,8 +274,9 @@ def _library_of(symbol: str) -> str:
     return next((name for prefix, name in _LIBRARIES if symbol.startswith(prefix)), "another library")
 
 
-def _ceilings(device_name: str, copy_gbs: float | None) -> dict[str, Any]:
-    """Bandwidth and compute ceilings for the roofline: measured where we have them."""
+def _ceilings(device_name: str, copy_gbs: float | None, trusted: bool = True) -> dict[str, Any]:
+    """Bandwidth and compute ceilings for the roofline: measured where we have them. A copy
+    bandwidth measured beside another process's work (not ``trusted``) sets no physical limit."""
     out: dict[str, Any] = {"bandwidth_gbs": copy_gbs, "compute": {}, "source": "copy bandwidth measured now"}
     try:
         from hardware.specs import spec_for
@@ -290,7 +292,8 @@ def _ceilings(device_name: str, copy_gbs: float | None) -> dict[str, Any]:
         measured = None
     # What no kernel can beat: the spec sheet's peaks (with 5% slack for clocks above boost),
     # or, for a GPU without a spec sheet, 1.3x the copy bandwidth measured now.
-    out["physical_gbs"] = spec.memory_bandwidth_gbs * 1.05 if spec is not None else (copy_gbs or 0) * 1.3 or None
+    out["physical_gbs"] = (spec.memory_bandwidth_gbs * 1.05 if spec is not None
+                           else (copy_gbs or 0) * 1.3 if trusted else 0) or None
     out["physical_tflops"] = {}
     if spec is not None:
         out["physical_tflops"] = {k: v * 1.05 for k, v in {

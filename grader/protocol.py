@@ -158,6 +158,7 @@ class Ceilings(Event):
     copy_bytes_per_s: float
     l2_bytes: int
     device: str
+    disturbed: str = ""       # the processes that used the GPU during every measurement of the copy
 
 
 @dataclass

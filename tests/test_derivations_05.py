@@ -70,7 +70,7 @@ def test_the_truths_are_the_textbook_numbers():
 @pytest.mark.parametrize("prompt, key, value, fragment", [
     ("quantization_noise", "noise_variance", (4 / 127) ** 2 / 6, "step^2 / 12"),
     ("quantization_noise", "noise_variance", (4 / 127) / 12, "Square the step"),
-    ("quantization_noise", "snr_db_8bit", 6.02 * 8, "adds 10 log10(1.5) = 1.76 dB"),
+    ("quantization_noise", "snr_db_8bit", 6.02 * 8, "10 log10(1.5) = 1.76 dB"),
     ("quantization_noise", "db_per_bit", 10 * math.log10(2), "power drops by 4"),
     ("accumulator_overflow", "k_max_int8", 133144, "(-128) x (-128) = 16,384"),
     ("accumulator_overflow", "k_max_symmetric", 2 ** 32 // (127 * 127), "one bit is the sign"),

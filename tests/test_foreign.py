@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -42,9 +43,15 @@ class FakeNvml:
         return [SimpleNamespace(pid=p, usedGpuMemory=1 << 20) for p in self.running]
 
     def nvmlDeviceGetProcessUtilization(self, handle, since):
-        if not self.samples:
+        """Samples newer than ``since`` (microseconds of the host clock); a sample is (pid, smUtil)
+        taken now, or (pid, smUtil, seconds ago)."""
+        now = time.time() * 1e6
+        found = [SimpleNamespace(pid=s[0], smUtil=s[1], memUtil=0, timeStamp=now - (s[2] if len(s) > 2 else 0) * 1e6)
+                 for s in self.samples]
+        found = [f for f in found if f.timeStamp > since]
+        if not found:
             raise self.NVMLError("Not Found")
-        return [SimpleNamespace(pid=p, smUtil=u, memUtil=0, timeStamp=since + 1) for p, u in self.samples]
+        return found
 
     def nvmlSystemGetProcessName(self, pid):
         if pid not in self.names:
@@ -86,6 +93,36 @@ def test_in_a_container_this_process_is_the_one_that_appeared_with_its_context()
     nvml.samples = [(91234, 98), (500, 40)]
     watch.begin()
     assert watch.others() == ["a process (process 500)"]
+
+
+def test_work_from_before_the_measurement_is_not_counted():
+    watch = watch_with(FakeNvml(samples=[(4242, 90, 5.0)]))     # 5 s before begin()
+    watch.begin()
+    assert watch.others() == []
+
+
+def test_when_this_process_cannot_be_told_apart_the_watch_turns_itself_off():
+    """Neither this process's id nor exactly one new process: rather no watch than one that
+    suspects the grading itself."""
+    nvml = FakeNvml(running=[500])
+    watch = watch_with(nvml)
+    watch.before_context()
+    nvml.running = [500, 91234, 91235]             # two processes started with ours
+    watch.after_context()
+    assert not watch.available and "cannot be told apart" in watch.reason
+    nvml.samples = [(91234, 98)]
+    watch.begin()
+    assert watch.others() == []
+
+
+def test_a_copy_bandwidth_measured_beside_another_process_sets_no_limit(monkeypatch):
+    monkeypatch.setattr(timing, "measure_ceilings", lambda: {"copy_bytes_per_s": 1e12, "l2_bytes": 1, "device": "X"})
+    watch = Scripted(*[["python (process 9)"]] * timing.DISTURBED_ATTEMPTS)
+    assert timing.quiet_ceilings(watch, pause_s=0)["disturbed"] == "python (process 9)"
+    assert "disturbed" not in timing.quiet_ceilings(Scripted(["python (process 9)"], []), pause_s=0)
+    from grader.pipeline import _ceilings
+    assert _ceilings("A GPU without a spec sheet", 1000.0)["physical_gbs"] == pytest.approx(1300.0)
+    assert _ceilings("A GPU without a spec sheet", 1000.0, trusted=False)["physical_gbs"] is None
 
 
 def test_without_nvml_nothing_is_watched_and_nothing_breaks(monkeypatch):

@@ -39,6 +39,8 @@ def test_every_prompt_has_one_answer_cell_and_one_check_cell(ex):
     registered = [p.id for p in prompts(ex.id)]
     assert registered, f"exercise {ex.id} has no derivation prompts"
     nb = _notebook(ex)
+    tags = [t for c in nb["cells"] for t in c["metadata"].get("tags", []) if t.startswith(("answer:", "check:"))]
+    assert len(tags) == len(set(tags)), f"a tag on two cells: {sorted(t for t in tags if tags.count(t) > 1)}"
     assert list(cells_tagged(nb, "answer:")) == registered
     assert list(cells_tagged(nb, "check:")) == registered
     for prompt, cell in cells_tagged(nb, "check:").items():

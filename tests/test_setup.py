@@ -32,5 +32,5 @@ def test_the_setup_script_is_valid_bash_and_executable():
     assert script.stat().st_mode & 0o111
     subprocess.run(["bash", "-n", str(script)], check=True)
     text = script.read_text()
-    assert "--index-url https://download.pytorch.org/whl/cpu" in text     # PyTorch's documented CPU wheels
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in text   # PyTorch's CPU wheels
     assert '".[$extras]"' in text

@@ -69,9 +69,8 @@ def _diag_noise(got: float) -> str | None:
 
 def _diag_snr(bits: int, got: float) -> str | None:
     if close(got, 6.02 * bits, RTOL_NUMBERS):
-        return "The 6.02 dB per bit is right; the full-scale sine's power, A^2 / 2, adds 10 log10(1.5) = 1.76 dB."
-    if close(got, 20 * math.log10(2 ** bits), RTOL_NUMBERS):
-        return "That leaves out the ratio of the signal's power to the noise's: 1.5 for a full-scale sine."
+        return ("The 6.02 dB per bit is right; the ratio of the sine's power, A^2 / 2, to the noise's adds "
+                "10 log10(1.5) = 1.76 dB.")
     if close(got, 10 * math.log10(2 ** bits), RTOL_NUMBERS):
         return "Powers go as the square of amplitudes: 20 log10 of an amplitude ratio, 10 log10 of a power ratio."
     return None

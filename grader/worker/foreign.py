@@ -63,10 +63,21 @@ class Watch:
         self._before = self._running()
 
     def after_context(self) -> None:
-        """Call once the context exists: the processes that appeared in between are this one."""
+        """Call once the context exists: the process that appeared in between is this one. When
+        NVML shows neither this process's id nor exactly one new process, this process cannot be
+        told apart from the others, and the watch turns itself off rather than suspect itself."""
+        if not self.available:
+            return
         now = self._running()
-        if os.getpid() not in now:
-            self.own |= now - self._before
+        if os.getpid() in now:
+            return
+        appeared = now - self._before
+        if len(appeared) == 1:
+            self.own |= appeared
+        else:
+            self._handle = None
+            self.reason = (f"NVML lists {len(appeared)} new processes on the GPU where this one created its "
+                           "context: its own cannot be told apart")
 
     def begin(self) -> None:
         self._since = int(time.time() * 1e6)       # NVML's sample clock: microseconds of the host

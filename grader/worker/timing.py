@@ -73,6 +73,21 @@ def watched(watch: Watch, label: str, measure: Callable[[], SizeTiming | Problem
         "the GPU is free"))
 
 
+def quiet_ceilings(watch: Watch, pause_s: float = DISTURBED_PAUSE_S) -> dict[str, Any]:
+    """The copy bandwidth, measured again when another process used the GPU meanwhile; after
+    DISTURBED_ATTEMPTS disturbed measurements it carries the names of those processes, and the
+    parent then draws no physical limit from it."""
+    for attempt in range(DISTURBED_ATTEMPTS):
+        watch.begin()
+        ceilings = measure_ceilings()
+        others = watch.others()
+        if not others:
+            return ceilings
+        if attempt + 1 < DISTURBED_ATTEMPTS:
+            time.sleep(pause_s)
+    return {**ceilings, "disturbed": ", ".join(others)}
+
+
 class _Timer:
     """One call between CUDA events, the L2 flushed first and the GPU kept busy while the host
     enqueues, plus the host's clock around the same span."""
