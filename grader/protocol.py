@@ -133,6 +133,7 @@ class Job:
     device: int = 0
     nvtx_prefix: str = "s2s/"
     max_elements: int = 1 << 22     # sanitize mode: cases up to this many elements
+    max_flops: float = 2.0 ** 30    # ... and this much work (a 1000^3 GEMM took minutes under racecheck)
 
     def to_json(self) -> str:
         return json.dumps(to_dict(self))

@@ -44,3 +44,16 @@ def test_a_clean_run_has_no_findings(name: str, tool: str) -> None:
 def test_findings_go_to_the_task_whose_file_they_name() -> None:
     findings = parse(log("write_past_c_memcheck"), "memcheck", {"reduce_sum.cu": "reduce_sum"})
     assert findings == {}
+
+
+def test_a_sanitizer_run_checks_the_small_and_ragged_cases_only() -> None:
+    from grader.protocol import Job
+    from grader.spec import find
+    from grader.worker.loop import sanitizer_cases
+
+    job = Job(mode="sanitize", exercise_folder="", order=[], seed=0, tasks={})
+    sgemm = find("02").task("sgemm")
+    kept = [c.describe() for c in sanitizer_cases(sgemm, job)]
+    assert "M=1000, N=1000, K=1000" not in kept and "M=4096, N=4096, K=4096" not in kept
+    assert {"M=1, N=1, K=1", "M=17, N=17, K=17", "M=4097, N=129, K=17", "M=300, N=516, K=1028"} <= set(kept)
+    assert len(sanitizer_cases(find("01").task("vector_add"), job)) >= 5

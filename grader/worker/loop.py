@@ -68,6 +68,13 @@ def _label(task: specmod.Task, case: specmod.Case, call: int) -> str:
     return f"{case.describe()}; call {call + 1} of {len(task.calls)}" + (f" ({changed})" if changed else "")
 
 
+def sanitizer_cases(task: specmod.Task, job: Job) -> list[specmod.Case]:
+    """The cases a sanitizer run checks: the sanitizer slows kernels 10-100x, and its job is to find
+    bad accesses, which small and ragged sizes show as well as large ones."""
+    return [c for c in task.cases if sum(a.numel(c) for a in task.tensors) <= job.max_elements
+            and task.work(c)[0] <= job.max_flops]
+
+
 def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise, name: str,
              ceilings: dict[str, Any], watch: Watch | None = None) -> TaskOutcome:
     task = exercise.task(name)
@@ -78,9 +85,7 @@ def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise
         return TaskOutcome.failure(name, "missing symbol", f"the library has no function named {task.symbol!r}")
     reference = exercise.reference_function(task)
     sanitize = job.mode == "sanitize"
-    cases = list(task.cases)
-    if sanitize:   # the sanitizer slows kernels 10-100x: its job is to find bad accesses, small sizes do
-        cases = [c for c in cases if sum(a.numel(c) for a in task.tensors) <= job.max_elements]
+    cases = sanitizer_cases(task, job) if sanitize else list(task.cases)
     outcome = TaskOutcome(name)
     for i, case in enumerate(cases):
         emit(Progress(name, "check", case.describe(), i + 1, len(cases)))
