@@ -27,7 +27,7 @@ python -m pip install --quiet --upgrade pip
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     say "PyTorch with CUDA (an NVIDIA GPU is here)"
     python -m pip install --quiet torch
-    extras="gpu,test,course"
+    extras="gpu,test,course,capstone"
 else
     say "PyTorch's CPU build (no NVIDIA GPU here)"
     # Only torch itself, from PyTorch's CPU index: the "+cpu" build exists there (and in a mirror of
@@ -36,7 +36,7 @@ else
     # index cannot be reached.
     python -m pip install --quiet --retries 0 --no-deps "torch==2.13.0+cpu" \
         --extra-index-url https://download.pytorch.org/whl/cpu
-    extras="test,course"
+    extras="test,course,capstone"
 fi
 say "the grader, JupyterLab, nbgrader and the test tools"
 python -m pip install --quiet -e ".[$extras]"
