@@ -76,7 +76,7 @@ def sanitizer_cases(task: specmod.Task, job: Job) -> list[specmod.Case]:
 
 
 def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise, name: str,
-             ceilings: dict[str, Any], watch: Watch | None = None) -> TaskOutcome:
+             ceilings: dict[str, Any], watch: Watch) -> TaskOutcome:
     task = exercise.task(name)
     libraries = job.tasks[name]
     try:
@@ -100,8 +100,7 @@ def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise
     if job.timing and not sanitize:
         baseline = Entry(libraries.baseline_library, task)
         vendor = getattr(exercise.load_reference(), task.vendor) if task.vendor else None
-        timing = time_task(emit, task, learner, baseline, reference, vendor, job.seed, ceilings,
-                           watch or Watch(reason="not watched"))
+        timing = time_task(emit, task, learner, baseline, reference, vendor, job.seed, ceilings, watch)
         _free()     # the benchmark's buffers went with time_task's frame
         if isinstance(timing, Problem):     # a disturbed timing leaves the correctness as it was
             outcome.error, outcome.correct = timing, timing.kind == "disturbed"

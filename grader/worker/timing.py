@@ -53,20 +53,31 @@ def time_task(emit: Callable[[Any], None], task: specmod.Task, learner: Entry, b
     return out
 
 
-def watched(watch: Watch, label: str, measure: Callable[[], SizeTiming | Problem],
-            pause_s: float = DISTURBED_PAUSE_S) -> SizeTiming | Problem:
-    """``measure()`` with no other process on the GPU meanwhile: again when one used it, and a
-    "disturbed" problem (no verdict on the kernel) when one did in every attempt."""
+def _until_quiet(watch: Watch, measure: Callable[[], Any], pause_s: float,
+                 stands: Callable[[Any], bool] = lambda result: False) -> tuple[Any, list[str]]:
+    """``measure()`` again while another process used the GPU meanwhile, DISTURBED_ATTEMPTS times
+    at most. Returns the last result and, when every attempt was disturbed, the other processes
+    (empty otherwise). A result that ``stands`` is kept whoever else ran."""
     for attempt in range(DISTURBED_ATTEMPTS):
         watch.begin()
         result = measure()
         others = watch.others()
-        # A wrong output is the code's, whoever else ran; any other result is only as good as the
-        # GPU was quiet.
-        if not others or (isinstance(result, Problem) and result.kind == "timed output wrong"):
-            return result
+        if not others or stands(result):
+            return result, []
         if attempt + 1 < DISTURBED_ATTEMPTS:
             time.sleep(pause_s)
+    return result, others
+
+
+def watched(watch: Watch, label: str, measure: Callable[[], SizeTiming | Problem],
+            pause_s: float = DISTURBED_PAUSE_S) -> SizeTiming | Problem:
+    """``measure()`` with no other process on the GPU meanwhile, and a "disturbed" problem (no
+    verdict on the kernel) when one used it in every attempt. A wrong output is the code's, whoever
+    else ran; any other result is only as good as the GPU was quiet."""
+    result, others = _until_quiet(watch, measure, pause_s,
+                                  stands=lambda r: isinstance(r, Problem) and r.kind == "timed output wrong")
+    if not others:
+        return result
     return Problem("disturbed", (
         f"another process used the GPU while {label} was timed, in each of {DISTURBED_ATTEMPTS} attempts: "
         f"{', '.join(others)}. A time measured beside it says nothing about your kernel; grade again when "
@@ -74,18 +85,11 @@ def watched(watch: Watch, label: str, measure: Callable[[], SizeTiming | Problem
 
 
 def quiet_ceilings(watch: Watch, pause_s: float = DISTURBED_PAUSE_S) -> dict[str, Any]:
-    """The copy bandwidth, measured again when another process used the GPU meanwhile; after
-    DISTURBED_ATTEMPTS disturbed measurements it carries the names of those processes, and the
-    parent then draws no physical limit from it."""
-    for attempt in range(DISTURBED_ATTEMPTS):
-        watch.begin()
-        ceilings = measure_ceilings()
-        others = watch.others()
-        if not others:
-            return ceilings
-        if attempt + 1 < DISTURBED_ATTEMPTS:
-            time.sleep(pause_s)
-    return {**ceilings, "disturbed": ", ".join(others)}
+    """The copy bandwidth, measured while the GPU is quiet; after DISTURBED_ATTEMPTS disturbed
+    measurements it carries the names of those processes, and the parent then draws no physical
+    limit from it."""
+    ceilings, others = _until_quiet(watch, measure_ceilings, pause_s)
+    return {**ceilings, "disturbed": ", ".join(others)} if others else ceilings
 
 
 class _Timer:
