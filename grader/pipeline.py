@@ -148,8 +148,7 @@ def _run_and_profile(exercise: Exercise, ready: list[Task], by_name: dict[str, T
     result.device.copy_gbs = copy_gbs
     if outcome.fatal:
         result.notice = f"the GPU worker failed: {outcome.fatal}"
-    disturbed = bool(outcome.ceilings and outcome.ceilings.disturbed)
-    ceilings = _ceilings(result.device.name, copy_gbs, trusted=not disturbed)
+    ceilings = _ceilings(result.device.name, copy_gbs, trusted=not (outcome.ceilings and outcome.ceilings.disturbed))
     for t in ready:
         raw = outcome.results.get(t.name)
         if raw is None:
