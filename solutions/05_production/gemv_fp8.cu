@@ -8,8 +8,9 @@
 // the warp with shuffles at the end; the scale is applied once per row. The number of tokens is a
 // template parameter so that the sums stay in registers.
 //
-// At M = 16 each byte of W takes 16 FMAs: the FP32 units then limit the rate, not DRAM. Running
-// those products on the tensor cores (mma.sync with W as the 16-row operand) is the next step.
+// At M = 16 each byte of W takes 16 FMAs: the FP32 units would limit the rate, not DRAM. So from
+// two tokens on, the products run on the tensor cores (gemv_fp8_mma below); one token stays on the
+// FP32 units, which keep up with DRAM there.
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -90,6 +91,100 @@ gemv_fp8_rows(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W
                 y[(size_t)m * N + n0 + r] = __float2bfloat16(acc[m][r] * scale[n0 + r]);
 }
 
+// 2 to 16 tokens on the tensor cores: mma.sync m16n8k16 (bf16 in, float32 sums) with 16 rows of
+// W as the A operand and up to 8 tokens of x as B. A block of 8 warps owns 16 rows of W; its warps
+// take turns along K in steps of 64 and add their sums in shared memory at the end.
+//
+// The sum over k does not care about the order of the k, so each lane reads the 16 bytes of W it
+// is given (k = 64 s + 16 t .. + 15 for lane t of a quad) and the 4 instructions of a step each take
+// 4 of those k per lane: logical k (2t, 2t + 1) of the fragment is physical k 64 s + 16 t + 4 j +
+// (0, 1), and (2t + 8, 2t + 9) is + (2, 3). B uses the same map, so x is read 16 values per lane
+// too, and every byte of W arrives in one 16-byte load.
+
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(unsigned short v) {
+    const float2 f = e4m3x2_to_float2(v);
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);     // exact: e4m3 has 3 mantissa bits
+    return *reinterpret_cast<const uint32_t*>(&b);
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+constexpr int kMmaWarps = kThreads / 32;
+constexpr int kStepK = 64;
+
+template <int TT>     // token tiles of 8: 1 for M <= 8, 2 for M <= 16
+__global__ void __launch_bounds__(kThreads)
+gemv_fp8_mma(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W, const float* __restrict__ scale,
+             __nv_bfloat16* __restrict__ y, int M, int N, int K) {
+    __shared__ float partial[kMmaWarps][16][8 * TT];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * 16;
+    const bool row_lo = n0 + g < N, row_hi = n0 + g + 8 < N;
+    const uint8_t* w_lo = W + (size_t)(row_lo ? n0 + g : 0) * K + 16 * t;
+    const uint8_t* w_hi = W + (size_t)(row_hi ? n0 + g + 8 : 0) * K + 16 * t;
+    const __nv_bfloat16* xs[TT];
+    bool x_ok[TT];
+#pragma unroll
+    for (int tt = 0; tt < TT; ++tt) {
+        x_ok[tt] = tt * 8 + g < M;
+        xs[tt] = x + (size_t)(x_ok[tt] ? tt * 8 + g : 0) * K + 16 * t;
+    }
+    float c[TT][4];
+#pragma unroll
+    for (int tt = 0; tt < TT; ++tt) c[tt][0] = c[tt][1] = c[tt][2] = c[tt][3] = 0.0f;
+
+    const int steps = K / kStepK;
+    for (int s = warp; s < steps; s += kMmaWarps) {
+        const int k = s * kStepK;
+        const uint4 zero = make_uint4(0, 0, 0, 0);
+        const uint4 raw_lo = row_lo ? __ldg(reinterpret_cast<const uint4*>(w_lo + k)) : zero;
+        const uint4 raw_hi = row_hi ? __ldg(reinterpret_cast<const uint4*>(w_hi + k)) : zero;
+        uint4 xv[TT][2];
+#pragma unroll
+        for (int tt = 0; tt < TT; ++tt) {
+            const uint4* p = reinterpret_cast<const uint4*>(xs[tt] + k);
+            xv[tt][0] = x_ok[tt] ? __ldg(p) : zero;
+            xv[tt][1] = x_ok[tt] ? __ldg(p + 1) : zero;
+        }
+        const unsigned short* lo = reinterpret_cast<const unsigned short*>(&raw_lo);
+        const unsigned short* hi = reinterpret_cast<const unsigned short*>(&raw_hi);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const uint32_t a0 = e4m3x2_to_bf16x2(lo[2 * j]), a2 = e4m3x2_to_bf16x2(lo[2 * j + 1]);
+            const uint32_t a1 = e4m3x2_to_bf16x2(hi[2 * j]), a3 = e4m3x2_to_bf16x2(hi[2 * j + 1]);
+#pragma unroll
+            for (int tt = 0; tt < TT; ++tt) {
+                const uint32_t* words = reinterpret_cast<const uint32_t*>(&xv[tt][0]);   // 8 bf16 pairs
+                mma_bf16(c[tt], a0, a1, a2, a3, words[2 * j], words[2 * j + 1]);
+            }
+        }
+    }
+    // c[tt]: rows g (0, 1) and g + 8 (2, 3) of the 16, tokens tt * 8 + 2t (+ 1).
+#pragma unroll
+    for (int tt = 0; tt < TT; ++tt) {
+        partial[warp][g][tt * 8 + 2 * t] = c[tt][0];
+        partial[warp][g][tt * 8 + 2 * t + 1] = c[tt][1];
+        partial[warp][g + 8][tt * 8 + 2 * t] = c[tt][2];
+        partial[warp][g + 8][tt * 8 + 2 * t + 1] = c[tt][3];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * 8 * TT; i += kThreads) {
+        const int r = i / (8 * TT), token = i % (8 * TT);
+        if (n0 + r >= N || token >= M) continue;
+        float sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kMmaWarps; ++w) sum += partial[w][r][token];
+        y[(size_t)token * N + n0 + r] = __float2bfloat16(sum * scale[n0 + r]);
+    }
+}
+
 // Any K and alignment: a warp per row of W and token, element by element.
 __global__ void gemv_fp8_any(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const float* scale,
                              __nv_bfloat16* y, int M, int N, int K) {
@@ -122,6 +217,15 @@ extern "C" void gemv_fp8(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const f
     if (!fast) {
         const long long warps = (long long)M * N;
         gemv_fp8_any<<<(unsigned)((warps * 32 + kThreads - 1) / kThreads), kThreads>>>(x, W, scale, y, M, N, K);
+        return;
+    }
+    if (M >= 2 && K % kStepK == 0) {       // the tensor cores, for every token count but one
+        const unsigned blocks = (N + 15) / 16;
+        if (M <= 8) {
+            gemv_fp8_mma<1><<<blocks, kThreads>>>(x, reinterpret_cast<const uint8_t*>(W), scale, y, M, N, K);
+        } else {
+            gemv_fp8_mma<2><<<blocks, kThreads>>>(x, reinterpret_cast<const uint8_t*>(W), scale, y, M, N, K);
+        }
         return;
     }
     switch (M) {

@@ -34,8 +34,38 @@ __global__ void __launch_bounds__(quant::kThreads) quantize_int8_rows(const floa
     }
 }
 
+// Short rows: a warp per row, the same two passes.
+__global__ void __launch_bounds__(quant::kThreads) quantize_int8_warps(const float* __restrict__ x,
+                                                                     int8_t* __restrict__ q,
+                                                                     float* __restrict__ scale, int rows,
+                                                                     int cols, bool vec) {
+    const int r = (blockIdx.x * quant::kThreads + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    const float* row = x + (size_t)r * cols;
+    int8_t* out = q + (size_t)r * cols;
+    const float amax = quant::row_amax_warp<float, float4, 4>(row, cols, vec, lane);
+    const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
+    const float inv = 1.0f / s;
+    if (lane == 0) scale[r] = s;
+    if (vec) {
+        const float4* v = reinterpret_cast<const float4*>(row);
+        char4* o = reinterpret_cast<char4*>(out);
+        for (int i = lane; i < cols / 4; i += 32) {
+            const float4 e = v[i];
+            o[i] = make_char4(to_int8(e.x, inv), to_int8(e.y, inv), to_int8(e.z, inv), to_int8(e.w, inv));
+        }
+    } else {
+        for (int c = lane; c < cols; c += 32) out[c] = to_int8(row[c], inv);
+    }
+}
+
 extern "C" void quantize_int8(const float* x, int8_t* q, float* scale, int rows, int cols) {
     if (rows <= 0 || cols <= 0) return;
     const bool vec = cols % 4 == 0 && reinterpret_cast<size_t>(x) % 16 == 0 && reinterpret_cast<size_t>(q) % 4 == 0;
-    quantize_int8_rows<<<rows, quant::kThreads>>>(x, q, scale, cols, vec);
+    if (cols <= quant::kWarpRowMax) {
+        const int per_block = quant::kThreads / 32;
+        quantize_int8_warps<<<(rows + per_block - 1) / per_block, quant::kThreads>>>(x, q, scale, rows, cols, vec);
+    } else {
+        quantize_int8_rows<<<rows, quant::kThreads>>>(x, q, scale, cols, vec);
+    }
 }
