@@ -43,6 +43,40 @@ __global__ void __launch_bounds__(quant::kThreads) quantize_fp8_rows(const __nv_
     }
 }
 
+// Rows of up to kThreads * 8 * NV bf16 that are whole 16-byte chunks: one pass, the row held in
+// registers (as quantize_int8_held).
+template <int NV>
+__global__ void __launch_bounds__(quant::kThreads) quantize_fp8_held(const __nv_bfloat16* __restrict__ x,
+                                                                   __nv_fp8_e4m3* __restrict__ q,
+                                                                   float* __restrict__ scale, int cols) {
+    const int r = blockIdx.x;
+    const uint4* v = reinterpret_cast<const uint4*>(x + (size_t)r * cols);
+    uint2* o = reinterpret_cast<uint2*>(q + (size_t)r * cols);
+    const int n8 = cols / 8;
+    uint4 e[NV];
+    float m = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+        const int i = threadIdx.x + j * quant::kThreads;
+        e[j] = i < n8 ? v[i] : make_uint4(0, 0, 0, 0);
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&e[j]);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const float2 f = __bfloat1622float2(h[k]);
+            m = fmaxf(m, fmaxf(fabsf(f.x), fabsf(f.y)));
+        }
+    }
+    const float amax = quant::block_max(m);
+    const float s = amax > 0.0f ? amax / 448.0f : 1.0f;
+    const float inv = 1.0f / s;
+    if (threadIdx.x == 0) scale[r] = s;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+        const int i = threadIdx.x + j * quant::kThreads;
+        if (i < n8) o[i] = convert8(e[j], inv);
+    }
+}
+
 // Short rows: a warp per row, the same two passes.
 __global__ void __launch_bounds__(quant::kThreads) quantize_fp8_warps(const __nv_bfloat16* __restrict__ x,
                                                                     __nv_fp8_e4m3* __restrict__ q,
@@ -72,6 +106,8 @@ extern "C" void quantize_fp8(const __nv_bfloat16* x, __nv_fp8_e4m3* q, float* sc
     if (cols <= quant::kWarpRowMax) {
         const int per_block = quant::kThreads / 32;
         quantize_fp8_warps<<<(rows + per_block - 1) / per_block, quant::kThreads>>>(x, q, scale, rows, cols, vec);
+    } else if (vec && cols <= quant::kThreads * 8 * 4) {
+        quantize_fp8_held<4><<<rows, quant::kThreads>>>(x, q, scale, cols);
     } else {
         quantize_fp8_rows<<<rows, quant::kThreads>>>(x, q, scale, cols, vec);
     }
