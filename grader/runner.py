@@ -7,6 +7,7 @@ kernel never costs the other tasks their grade.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import os
@@ -28,6 +29,7 @@ from grader.spec import Exercise, repo_root
 STARTUP_TIMEOUT_S = float(os.environ.get("S2S_STARTUP_TIMEOUT", "180"))
 OUTPUT_LIMIT_BYTES = 64 << 20       # the learner's printf: beyond this the worker is stopped
 OUTPUT_TAIL_BYTES = 4000
+WORKER_MODULE = "grader.worker"     # what runs as the worker (python -m)
 
 OnEvent = Callable[[Event], None]
 
@@ -120,6 +122,88 @@ class Launch:
     timeout_factor: float = 1.0             # a sanitizer slows everything down
 
 
+@dataclass
+class _Started:
+    """A worker process that has been started: its events' named pipe (read end, and a write end the
+    parent keeps open so that reading never sees end-of-file), and the file of its output."""
+
+    proc: subprocess.Popen
+    folder: tempfile.TemporaryDirectory
+    read_fd: int
+    keep_fd: int
+    log: Any
+    env: dict[str, str]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            _kill(self.proc)
+        for fd in (self.read_fd, self.keep_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.folder.cleanup()
+        self.log.close()
+
+
+def _start(launch: Launch) -> _Started:
+    """Start a worker: it imports its libraries and then waits on stdin for its job."""
+    folder = tempfile.TemporaryDirectory(prefix="s2s-events-")
+    # Events travel through a named pipe: it survives wrappers (compute-sanitizer) that do not pass
+    # inherited file descriptors on.
+    fifo = os.path.join(folder.name, "events")
+    os.mkfifo(fifo)
+    read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    keep_fd = os.open(fifo, os.O_WRONLY)
+    log = tempfile.TemporaryFile()
+    env = worker_env()
+    env.update(dict(launch.env))
+    proc = subprocess.Popen([*launch.wrapper, sys.executable, "-m", WORKER_MODULE, fifo],
+                            stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, cwd=str(repo_root()),
+                            start_new_session=True, preexec_fn=_prepare_child)
+    return _Started(proc, folder, read_fd, keep_fd, log, worker_env())
+
+
+# One worker started ahead of the next grading in this process (a notebook's kernel, the CLI while
+# it compiles): its PyTorch import, seconds long, is then paid while nothing waits. It has run no
+# learner code, so a grading that takes it still runs in a fresh process.
+_spare: _Started | None = None
+_spare_lock = threading.Lock()
+
+
+def prestart() -> None:
+    """Start the spare worker now, unless one is waiting already."""
+    global _spare
+    with _spare_lock:
+        if _spare is not None and _spare.proc.poll() is None:
+            return
+        if _spare is not None:
+            _spare.close()
+        _spare = _start(Launch())
+
+
+def _take_spare(launch: Launch) -> _Started | None:
+    """The spare, if it suits this launch (a plain grading, the environment unchanged) and is alive."""
+    global _spare
+    with _spare_lock:
+        spare, _spare = _spare, None
+    if spare is None:
+        return None
+    if launch == Launch() and spare.proc.poll() is None and spare.env == worker_env():
+        return spare
+    spare.close()
+    return None
+
+
+def _discard_spare() -> None:
+    global _spare
+    with _spare_lock:
+        spare, _spare = _spare, None
+    if spare is not None:
+        spare.close()
+
+
+atexit.register(_discard_spare)
+
+
 def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Libraries], seed: int,
                *, timing: bool = True, progress: OnEvent | None = None, device: int = 0,
                launch: Launch = Launch()) -> RunOutcome:
@@ -128,9 +212,11 @@ def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Librar
     remaining = list(tasks)
     logs: list[str] = []
     while remaining:
-        with tempfile.TemporaryFile() as log:
+        worker = _take_spare(launch) or _start(launch)
+        try:
             current, fresh_results = _one_worker(exercise, remaining, libraries, seed, timing, progress, device,
-                                                 log, outcome, launch)
+                                                 worker, outcome, launch)
+            log = worker.log
             log.seek(0, os.SEEK_END)
             size = log.tell()
             _blame_the_output(outcome.results.get(current or ""), size)
@@ -138,6 +224,8 @@ def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Librar
             text = log.read().decode(errors="replace")
             if text.strip():
                 logs.append(("..." if size > OUTPUT_TAIL_BYTES else "") + text)
+        finally:
+            worker.close()
         for name in fresh_results:
             remaining.remove(name)
         if not fresh_results and current is None and not outcome.fatal:
@@ -151,38 +239,25 @@ def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Librar
 
 
 def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Libraries], seed: int,
-                timing: bool, progress: OnEvent | None, device: int, log: Any,
+                timing: bool, progress: OnEvent | None, device: int, worker: _Started,
                 outcome: RunOutcome, launch: Launch) -> tuple[str | None, list[str]]:
-    """Run one worker until it finishes or dies. Returns (task it died in, tasks it finished)."""
+    """Give the started worker its job and watch it until it finishes or dies. Returns (task it
+    died in, tasks it finished)."""
     job = Job(mode=launch.mode, exercise_folder=str(exercise.folder), order=tasks, seed=seed,
               tasks={t: libraries[t] for t in tasks}, timing=timing, device=device)
-    with tempfile.TemporaryDirectory(prefix="s2s-events-") as tmp:
-        # Events travel through a named pipe: it survives wrappers (compute-sanitizer) that
-        # do not pass inherited file descriptors on. The parent keeps a write end open so
-        # that reading never sees end-of-file; the worker's exit is noticed by polling.
-        fifo = os.path.join(tmp, "events")
-        os.mkfifo(fifo)
-        read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-        keep_fd = os.open(fifo, os.O_WRONLY)
-        env = worker_env()
-        env.update(dict(launch.env))
-        proc = subprocess.Popen([*launch.wrapper, sys.executable, "-m", "grader.worker", fifo],
-                                stdin=subprocess.PIPE, stdout=log, stderr=log, env=env,
-                                cwd=str(exercise.folder), start_new_session=True, preexec_fn=_prepare_child)
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(job.to_json().encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        try:
-            with _stopped_by_sigterm():
-                return _watch(exercise, proc, read_fd, progress, outcome, launch)
-        finally:
-            os.close(read_fd)
-            os.close(keep_fd)
-            if proc.poll() is None:
-                _kill(proc)
+    proc = worker.proc
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(job.to_json().encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    try:
+        with _stopped_by_sigterm():
+            return _watch(exercise, proc, worker.read_fd, progress, outcome, launch)
+    finally:
+        if proc.poll() is None:
+            _kill(proc)
 
 
 def _watch(exercise: Exercise, proc: subprocess.Popen, read_fd: int, progress: OnEvent | None,

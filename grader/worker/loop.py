@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -128,15 +129,22 @@ def main(argv: list[str]) -> int:
     # limit (megabytes of printf) stops this process instead of being silently dropped.
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     emit = Emitter(argv[1])
+    # PyTorch and CuPy take seconds to import. A worker started ahead of its grading (a spare, see
+    # grader.runner.prestart) does that while nothing waits for it, then blocks here for its job;
+    # neither import touches the GPU.
+    importer = threading.Thread(target=importlib.import_module, args=("torch",), daemon=True)
+    importer.start()
+    try:
+        import cupy
+    except Exception as exc:  # the environment, not the learner
+        emit(Fatal(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        return 3
     job = Job.from_json(sys.stdin.read())
     sys.stdin.close()
+    os.chdir(job.exercise_folder)
     try:
-        # PyTorch takes seconds to import; let it load while CuPy creates the CUDA context.
-        importer = threading.Thread(target=importlib.import_module, args=("torch",), daemon=True)
-        importer.start()
         watch = _watch(job)
         watch.before_context()
-        import cupy
         cupy.cuda.set_allocator(None)          # plain cudaMalloc per buffer, no pool: guards stay honest
         cupy.cuda.runtime.setDevice(job.device)
         cupy.cuda.runtime.free(cupy.cuda.runtime.malloc(1))   # creates the context now
