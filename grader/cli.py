@@ -6,6 +6,8 @@
     grade exercise 01 --json               the result as JSON on stdout
     grade exercise 01 --no-profile         skip Nsight Compute
     grade exercise 01 --sanitize           correctness under compute-sanitizer (memcheck, racecheck)
+    grade model                            the capstone: train and serve a model on your kernels
+    grade model --submission DIR           ... with the exercise folders in DIR
     grade list                             exercises, tasks and your last results
     grade hardware                         measure this GPU's real ceilings
     grade course build DIR                 an nbgrader course directory from exercises/ and solutions/
@@ -107,6 +109,39 @@ def exercise_cmd(
             err.print(f"roofline written to {roofline}")
         else:
             err.print("no roofline: nothing was timed")
+    raise typer.Exit(int(result.exit_code))
+
+
+@app.command("model")
+def model_cmd(
+    submission: Annotated[Optional[Path], typer.Option(help="folder holding your exercise folders "
+                                                           "(02_linear_layers, 03_optimization, ...; "
+                                                           "default: exercises/)")] = None,
+    out: Annotated[Path, typer.Option(help="folder for the loss curve (loss_curve.png) and the exported "
+                                           "model (model.onnx)")] = Path("model-report"),
+    json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON on stdout")] = False,
+    tensorrt: Annotated[bool, typer.Option("--tensorrt", help="also build TensorRT FP16 and INT8 engines "
+                                                              "from the exported model, where TensorRT is "
+                                                              "installed")] = False,
+) -> None:
+    """The capstone: train a digits classifier on your own kernels, serve it in INT8, compare with PyTorch."""
+    from grader.model import ModelError, grade_model, render_rich
+
+    err = Console(stderr=True)
+    began = time.perf_counter()
+    try:
+        result = grade_model(submission, out, tensorrt=tensorrt,
+                             say=lambda m: err.print(f"[{time.perf_counter() - began:5.1f} s] {m}"))
+    except ModelError as exc:
+        err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(int(ExitCode.USAGE))
+    if json_out:
+        sys.stdout.write(result.to_json() + "\n")
+    else:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)
+        console.print(render_rich(result))
     raise typer.Exit(int(result.exit_code))
 
 

@@ -1,9 +1,14 @@
 """The capstone's CPU side: the data split, the PyTorch twin and its recipe, the INT8 model it is
-served as, and the ONNX export that TensorRT would build engines from."""
+served as, the ONNX export that TensorRT would build engines from, the training on kernels (run
+here with the exercises' references standing in for the learner's kernels), the bars, the report,
+and `grade model` without a GPU."""
 from __future__ import annotations
 
-import importlib.util
+import json
+import subprocess
 import sys
+import time
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -12,17 +17,67 @@ import torch
 pytest.importorskip("sklearn", reason="scikit-learn is not installed: pip install -e '.[capstone]'")
 
 ROOT = Path(__file__).resolve().parents[1]
+CAPSTONE = ROOT / "exercises" / "06_capstone"
+sys.path.insert(0, str(CAPSTONE))
+
+import model  # noqa: E402
+import train_kernels  # noqa: E402
+
+from grader import spec as specmod  # noqa: E402
+from grader.model import ExitCode, ModelResult, accuracy_rows, bars, load_capstone, op_rows, render_html  # noqa: E402
+from grader.tolerance import split  # noqa: E402
+
+CONFIG = load_capstone()
 
 
-def _load_model():
-    spec = importlib.util.spec_from_file_location("_s2s_capstone_model", ROOT / "exercises" / "06_capstone" / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+class ReferenceKernels(train_kernels.Kernels):
+    """The exercises' float64 references called where the learner's kernels would be, with the
+    same arguments in the same order, on the CPU: the training's wiring, checked without a GPU."""
 
+    device = torch.device("cpu")
 
-model = _load_model()
+    def __init__(self, broken: str | None = None):
+        self.tasks = {}
+        for k in CONFIG["kernels"]:
+            exercise = specmod.find(k["exercise"])
+            task = exercise.task(k["task"])
+            self.tasks[k["task"]] = (task, exercise.reference_function(task))
+        self.broken = broken
+        self.seconds, self.calls = defaultdict(float), defaultdict(int)
+
+    def __call__(self, name, *values):
+        task, fn = self.tasks[name]
+
+        def call():
+            given = dict(zip((a.name for a in task.args), values))
+            args = []
+            for a in task.reference_args:
+                v = given[a.name]
+                if isinstance(v, train_kernels.TensorList):
+                    args.append([t.double() for t in v.tensors])
+                elif isinstance(v, torch.Tensor):
+                    args.append(v if a.sizes_of else v.double())
+                else:
+                    args.append(v)
+            got = fn(*args)
+            for a, value in zip(task.results, got if isinstance(got, tuple) else (got,)):
+                target = given[a.name]
+                pairs = zip(target.tensors, value) if isinstance(target, train_kernels.TensorList) else [(target, value)]
+                for t, r in pairs:
+                    t.copy_(split(r)[0].reshape(t.shape))
+            if name == self.broken:            # a softmax whose rows sum to 2
+                given["y"].mul_(2)
+        self.timed(name, call)
+
+    def timed(self, name, fn):
+        began = time.perf_counter()
+        out = fn()
+        self.seconds[name] += time.perf_counter() - began
+        self.calls[name] += 1
+        return out
+
+    def settle(self, where):
+        pass
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +148,111 @@ def test_the_onnx_export_is_static_checked_and_predicts_like_the_model(data, twi
         ours = model.forward(twin.params, data.x_test)
     assert torch.allclose(logits, ours, atol=1e-4)
     assert torch.equal(logits.argmax(dim=1), ours.argmax(dim=1))
+
+
+# ---------------------------------------------------------------------------- training on kernels
+
+@pytest.fixture(scope="module")
+def on_references(data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("capstone")
+    learner = train_kernels.on_kernels(ReferenceKernels(), data, model.Recipe(), out)
+    return learner, out
+
+
+def _run(learner, twin):
+    return {"recipe": {"lr": 1e-3, "weight_decay": 1e-2, "batch": 64, "epochs": 50, "seed": 0},
+            "data": {"train": 1437, "test": 360}, "device": "cpu", "learner": learner,
+            "twin": {"losses": twin.losses, "epoch_seconds": twin.epoch_seconds,
+                     "test_accuracy": twin.test_accuracy, "device": "cpu"}}
+
+
+def test_training_on_the_references_follows_the_twin_and_passes_every_bar(on_references, twin):
+    learner, _ = on_references
+    assert "error" not in learner, learner.get("error")
+    assert learner["op_calls"] == {"linear_forward": 2300, "softmax": 1150, "glue: loss gradient": 1150,
+                                   "linear_backward": 2300, "adamw_multi": 1150}
+    worst = max(abs(a - b) / b for a, b in zip(learner["losses"][:20], twin.losses[:20]))
+    assert worst < 1e-5, worst          # float64 references against float32 PyTorch: far inside 1e-3
+    verdicts = bars(_run(learner, twin), CONFIG)
+    assert [b.passed for b in verdicts] == [True, True, True, True], verdicts
+    assert learner["onnx"]["agree"] == 1.0 or not learner["onnx"]["checked"]
+
+
+def test_a_softmax_that_does_not_normalise_misses_the_loss_bar(data, twin, tmp_path):
+    learner = train_kernels.on_kernels(ReferenceKernels(broken="softmax"), data, model.Recipe(epochs=1), tmp_path)
+    verdicts = {b.what: b for b in bars(_run(learner, twin), CONFIG)}
+    loss = verdicts["loss of the first 20 steps"]
+    assert loss.passed is False and float(loss.got) > 0.1
+
+
+def test_the_report_shows_accuracy_bars_and_where_the_time_went(on_references, twin):
+    from rich.console import Console
+
+    from grader.model import KernelCheck, loss_png, render_rich
+    learner, out = on_references
+    run = _run(learner, twin)
+    (out / "loss_curve.png").write_bytes(loss_png(run))
+    kernels = [KernelCheck(k["exercise"], k["task"], k["role"], "ready", "correct") for k in CONFIG["kernels"]]
+    result = ModelResult("solutions", kernels, run, bars(run, CONFIG), out=str(out))
+    assert result.exit_code == ExitCode.PASSED
+    console = Console(record=True, width=160, file=open("/dev/null", "w"))
+    console.print(render_rich(result))
+    text = console.export_text()
+    assert "Passed: a model trained and served on nothing but your kernels matches PyTorch." in text
+    assert "your kernels (fp32)" in text and "PyTorch twin (fp32)" in text and "INT8 W8A8" in text
+    assert "97.5%" in text and "MISSED" not in text
+    names = [row[0] for row in op_rows(result)]
+    assert set(names[:-1]) == {"linear_forward", "softmax", "glue: loss gradient", "linear_backward", "adamw_multi"}
+    assert names[-1].startswith("launches, Python")
+    assert [row[0] for row in accuracy_rows(result)][:3] == ["your kernels (fp32)", "PyTorch twin (fp32)",
+                                                             "your kernels, INT8 W8A8"]
+    html = render_html(result)
+    assert html.count("<img src=\"data:image/png;base64,") == 1 and "Your kernels" in html
+    assert json.loads(result.to_json())["exit_code"] == 0
+
+
+def test_missing_kernels_are_named_and_nothing_stands_in(twin):
+    from grader.model import KernelCheck, headline
+    kernels = [KernelCheck(k["exercise"], k["task"], k["role"], "missing" if k["task"] == "softmax" else "ready",
+                           "softmax.cu has no kernel yet" if k["task"] == "softmax" else "correct")
+               for k in CONFIG["kernels"]]
+    run = {"twin": {"losses": twin.losses, "epoch_seconds": twin.epoch_seconds, "test_accuracy": twin.test_accuracy}}
+    result = ModelResult("exercises", kernels, run, bars(run, CONFIG))
+    assert result.exit_code == ExitCode.FAILED
+    assert headline(result).startswith("These kernels are missing or not yet correct, and nothing stands in "
+                                       "for them: softmax (04).")
+    assert all(b.passed is None for b in result.bars)
+
+
+def _grade_model(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "grader.cli", "model", *args], capture_output=True, text=True,
+                          cwd=cwd, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+
+
+@pytest.mark.skipif(__import__("grader.device", fromlist=["probe"]).probe().gpu is not None,
+                    reason="this checks the report without a GPU; tests/test_gpu_capstone.py runs it on one")
+def test_grade_model_without_a_gpu_names_the_stubs_and_shows_the_twin(tmp_path):
+    proc = _grade_model("--out", str(tmp_path / "report"), cwd=tmp_path)
+    assert proc.returncode == ExitCode.FAILED, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "These kernels are missing or not yet correct, and nothing stands in for them: linear_forward (02), " \
+           "softmax (04), linear_backward (02), adamw_multi (03), quantize_int8 (05), gemm_w8a8 (05)." in \
+           " ".join(proc.stdout.split())
+    assert proc.stdout.count("MISSING: ") == 6 and "has no kernel yet (the stub as handed out)" in proc.stdout
+    assert "PyTorch twin (fp32)" in proc.stdout and "97.5%" in proc.stdout
+    assert (tmp_path / "report" / "loss_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    proc = _grade_model("--submission", str(ROOT / "solutions"), "--out", str(tmp_path / "r2"), "--json",
+                        cwd=tmp_path)
+    assert proc.returncode == ExitCode.NOT_GRADED, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert {k["status"] for k in result["kernels"]} == {"not run"}
+    assert result["notice"].startswith("Your kernels compiled; checking them and training on them needs an NVIDIA GPU")
+    assert result["run"]["twin"]["test_accuracy"] >= 0.97
+
+
+def test_grade_model_rejects_a_submission_that_is_not_a_folder(tmp_path):
+    proc = _grade_model("--submission", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert proc.returncode == ExitCode.USAGE
+    assert "the submission folder" in proc.stderr and "does not exist" in proc.stderr
+    assert "Traceback" not in proc.stderr

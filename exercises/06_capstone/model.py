@@ -175,7 +175,7 @@ def export_onnx(params: Params, path: Path, batch: int) -> Path:
     model.eval()
     torch.onnx.export(model, (torch.zeros(batch, FEATURES),), str(path), input_names=["pixels"],
                       output_names=["logits"], opset_version=ONNX_OPSET, dynamo=True,
-                      verbose=False)
+                      external_data=False, verbose=False)
     return path
 
 
