@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from grader import forkserver
 from grader.protocol import (Ceilings, Done, Event, Fatal, Job, Libraries, Progress, TaskDone, TaskOutcome,
                              TaskStart, parse_event)
 from grader.spec import Exercise, repo_root
@@ -137,6 +138,8 @@ class _Started:
     def close(self) -> None:
         if self.proc.poll() is None:
             _kill(self.proc)
+        if isinstance(self.proc, forkserver.Forked):
+            self.proc.close()
         for fd in (self.read_fd, self.keep_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -156,9 +159,14 @@ def _start(launch: Launch) -> _Started:
     log = tempfile.TemporaryFile()
     env = worker_env()
     env.update(dict(launch.env))
-    proc = subprocess.Popen([*launch.wrapper, sys.executable, "-m", WORKER_MODULE, fifo],
-                            stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, cwd=str(repo_root()),
-                            start_new_session=True, preexec_fn=_prepare_child)
+    proc: Any = None
+    if launch == Launch() and forkserver.enabled():
+        # Forked by a server that has imported PyTorch already; None if there is none yet.
+        proc = forkserver.fork_worker([WORKER_MODULE, fifo], env, str(repo_root()), log.fileno())
+    if proc is None:
+        proc = subprocess.Popen([*launch.wrapper, sys.executable, "-m", WORKER_MODULE, fifo],
+                                stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, cwd=str(repo_root()),
+                                start_new_session=True, preexec_fn=_prepare_child)
     return _Started(proc, folder, read_fd, keep_fd, log, worker_env())
 
 
