@@ -170,7 +170,8 @@ def test_training_on_the_references_follows_the_twin_and_passes_every_bar(on_ref
     learner, _ = on_references
     assert "error" not in learner, learner.get("error")
     assert learner["op_calls"] == {"linear_forward": 2300, "softmax": 1150, "glue: loss gradient": 1150,
-                                   "linear_backward": 2300, "adamw_multi": 1150}
+                                   "glue: the loss, for the curve": 1150, "linear_backward": 2300,
+                                   "adamw_multi": 1150}
     worst = max(abs(a - b) / b for a, b in zip(learner["losses"][:20], twin.losses[:20]))
     assert worst < 1e-5, worst          # float64 references against float32 PyTorch: far inside 1e-3
     verdicts = bars(_run(learner, twin), CONFIG)
@@ -202,7 +203,8 @@ def test_the_report_shows_accuracy_bars_and_where_the_time_went(on_references, t
     assert "your kernels (fp32)" in text and "PyTorch twin (fp32)" in text and "INT8 W8A8" in text
     assert "97.5%" in text and "MISSED" not in text
     names = [row[0] for row in op_rows(result)]
-    assert set(names[:-1]) == {"linear_forward", "softmax", "glue: loss gradient", "linear_backward", "adamw_multi"}
+    assert set(names[:-1]) == {"linear_forward", "softmax", "glue: loss gradient", "glue: the loss, for the curve",
+                               "linear_backward", "adamw_multi"}
     assert names[-1].startswith("launches, Python")
     assert [row[0] for row in accuracy_rows(result)][:3] == ["your kernels (fp32)", "PyTorch twin (fp32)",
                                                              "your kernels, INT8 W8A8"]
