@@ -29,10 +29,8 @@ def grade(exercise: str, submission: str | Path | None = None, tasks: Iterable[s
                                    profile=profile), progress=line)
     if line is not None:
         line.done(f"graded in {result.seconds:.1f} s")
-    if result.device is not None:
-        # A notebook grades again and again: the next grading's worker starts its imports now.
-        from grader.runner import prestart
-        prestart()
+    from grader.runner import prestart_after
+    prestart_after(result)
     return result
 
 

@@ -184,7 +184,7 @@ def bars(run: dict[str, Any], capstone: dict[str, Any]) -> list[Bar]:
     learner, twin = run.get("learner") or {}, run.get("twin") or {}
     acc, twin_acc = learner.get("test_accuracy"), twin.get("test_accuracy")
     int8 = learner.get("int8_accuracy")
-    pct = lambda v: f"{100 * v:.1f}%" if v is not None else "-"   # noqa: E731
+    pct = _pct
     out = [Bar("test accuracy on your kernels", f">= {pct(want['test_accuracy'])}", pct(acc),
                None if acc is None else acc >= want["test_accuracy"])]
     if acc is not None and twin_acc is not None:

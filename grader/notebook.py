@@ -151,10 +151,8 @@ def grade(exercise: str, submission: str | Path = ".", profile: bool = False, ta
                      progress=progress)
     progress.done(f"graded in {time.perf_counter() - started:.1f} s")
     _show_notes(captured)
-    if result.device is not None:
-        # A notebook grades again and again: the next grading's worker starts its imports now.
-        from grader.runner import prestart
-        prestart()
+    from grader.runner import prestart_after
+    prestart_after(result)
     return result
 
 

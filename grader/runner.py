@@ -188,6 +188,13 @@ def prestart() -> None:
         _spare = _start(Launch())
 
 
+def prestart_after(result: Any) -> None:
+    """After a grading from Python (a notebook grades again and again): when it ran on a GPU, the
+    next grading's worker starts its imports now."""
+    if getattr(result, "device", None) is not None:
+        prestart()
+
+
 def _take_spare(launch: Launch) -> _Started | None:
     """The spare, if it suits this launch (a plain grading, the environment unchanged) and is alive."""
     global _spare
