@@ -259,7 +259,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"recipe": {k: getattr(recipe, k) for k in recipe.__dataclass_fields__},
                               "data": {"train": len(data.y_train), "test": len(data.y_test)},
                               "device": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
-    progress(f"training the PyTorch twin ({recipe.epochs} epochs on the {device.upper()})")
+    progress(f"training the PyTorch twin ({recipe.epochs} epochs on the {'GPU' if device == 'cuda' else 'CPU'})")
     result["twin"] = _twin(data, recipe, device)
     libraries = job.get("libraries") or {}
     if libraries:
