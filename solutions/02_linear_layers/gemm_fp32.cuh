@@ -21,7 +21,13 @@
 //     A row of C is still written by 8 lanes as 128 contiguous bytes.
 //   * Shared tiles are double-buffered and the next global tile is loaded into registers while
 //     the current one is computed on: one __syncthreads per 8-deep k step. Fragments are
-//     double-buffered in registers too, so the LDS of step kk + 1 overlap the FMAs of step kk.
+//     double-buffered in registers too, so the LDS of step kk + 1 overlap the FMAs of step kk,
+//     and the next tile's first fragments are read right after the barrier.
+//   * The main loop is one straight block: besides its 512 FFMA and 32 LDS.128 it issues only
+//     the loads and stores of the next tile, one barrier and the loop's own count. Two things
+//     keep tests out of it. The ragged tile of a share (its length mod BK) is its FIRST tile, which
+//     starts before the share and holds zeros there; every later tile is whole and loads with no
+//     test of k. And the last tile, which loads nothing further, is peeled off after the loop.
 //   * A tile read along k (kAlongK) is stored transposed, each thread writing 4 scalars; rows of
 //     shared memory are padded to 132 floats so those stores are free of bank conflicts
 //     (thread t writes row 4 (t & 1) + j, column t >> 1: banks 16 (t & 1) + (t >> 1) + 4 j).
@@ -29,8 +35,10 @@
 //   * Blocks walk the tiles in groups of 8 tile rows, so the B tiles a group reads stay in L2.
 //   * Split-K: blockIdx.z takes a share of K and adds its partial tile into C with float4
 //     atomics (C zeroed first). The host picks the split that fills the last wave of blocks.
-//   * Edges: every global access is predicated. Vector (16-byte) accesses need every leading
-//     dimension to be a multiple of 4 (kVec); otherwise a separate instantiation moves scalars.
+//   * Edges: rows (i) past an operand's edge are redirected to row 0 (their accumulators are never
+//     stored); k is tested only in the first tile; a row read along i (kAlongMN) that ends inside
+//     a float4 is tested per element. Vector (16-byte) accesses need every leading dimension to
+//     be a multiple of 4 (kVec); otherwise a separate instantiation moves scalars.
 #pragma once
 
 namespace gemm {
@@ -69,9 +77,9 @@ __device__ __forceinline__ float gelu_erf(float z) {
 // One operand's 128 x 8 tile: global memory -> 4 registers -> shared memory S[k][i].
 //
 // Rows (i) past the operand's edge only feed accumulators that are never stored, so their
-// loads are redirected to row 0 rather than predicated. Only the K direction needs care: past
-// the end of the share, a tile must hold zeros. So whole tiles load without any test and the
-// last tile of a share whose length is not a multiple of BK takes the checked path.
+// loads are redirected to row 0 rather than predicated. Only the K direction needs care: the
+// first tile of a share starts `lead` elements before it (lead = (-length) mod BK) and must hold
+// zeros there. So that one tile takes the checked path and every later tile loads without a test.
 template <Layout L, bool kVec>
 struct TileLoader {
     const float* ptr;       // this thread's 4 elements of the current tile start here
@@ -79,12 +87,14 @@ struct TileLoader {
     int i, k;               // where they go in the tile: S[k][i..i+3] (kAlongMN) or S[k..k+3][i]
     int room;               // kAlongMN, scalar path: elements left in the row from this thread's i
 
-    __device__ __forceinline__ void init(const float* base, long long ld, int i0, int extent, int kbeg, int tid) {
+    // kt0: where the first tile starts along K (kbeg - lead, so possibly before the operand:
+    // those addresses are formed but never read).
+    __device__ __forceinline__ void init(const float* base, long long ld, int i0, int extent, int kt0, int tid) {
         if (L == kAlongK) {
             i = tid >> 1;
             k = (tid & 1) * 4;
             const int row = i0 + i < extent ? i0 + i : 0;
-            ptr = base + (long long)row * ld + kbeg + k;
+            ptr = base + (long long)row * ld + kt0 + k;
             step = BK;
             room = 4;
         } else {
@@ -93,39 +103,44 @@ struct TileLoader {
             room = extent - i0 - i;
             // With kVec every row is a whole number of float4, so room is >= 4 or <= 0.
             const int col = (kVec && room <= 0) ? 0 : i0 + i;
-            ptr = base + (long long)(kbeg + k) * ld + col;
+            ptr = base + (long long)(kt0 + k) * ld + col;
             step = (long long)BK * ld;
         }
     }
 
-    // A tile that lies inside the share.
-    __device__ __forceinline__ float4 load() const {
-        if (kVec) return __ldg(reinterpret_cast<const float4*>(ptr));
-        return load_checked(BK);
-    }
-
-    // A tile of which only the first `left` k lie inside the share (left <= BK).
-    __device__ __forceinline__ float4 load_checked(int left) const {
+    // The first tile, of which the first `lead` k lie before the share (0 <= lead < BK).
+    __device__ __forceinline__ float4 load_first(int lead) const {
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
         if (L == kAlongK) {
-            left -= k;                            // elements of this thread's row still in the share
+            lead -= k;                            // elements of this thread's 4 before the share
             if (kVec) {
-                if (left > 0) v = __ldg(reinterpret_cast<const float4*>(ptr));   // then left >= 4
+                if (lead <= 0) v = __ldg(reinterpret_cast<const float4*>(ptr));   // lead: -4, 0 or 4
             } else {
-                if (left > 0) v.x = __ldg(ptr + 0);
-                if (left > 1) v.y = __ldg(ptr + 1);
-                if (left > 2) v.z = __ldg(ptr + 2);
-                if (left > 3) v.w = __ldg(ptr + 3);
+                if (lead <= 0) v.x = __ldg(ptr + 0);
+                if (lead <= 1) v.y = __ldg(ptr + 1);
+                if (lead <= 2) v.z = __ldg(ptr + 2);
+                if (lead <= 3) v.w = __ldg(ptr + 3);
             }
-        } else if (k < left) {
-            if (kVec) {
-                v = __ldg(reinterpret_cast<const float4*>(ptr));
-            } else {
-                if (room > 0) v.x = __ldg(ptr + 0);
-                if (room > 1) v.y = __ldg(ptr + 1);
-                if (room > 2) v.z = __ldg(ptr + 2);
-                if (room > 3) v.w = __ldg(ptr + 3);
-            }
+        } else if (k >= lead) {
+            v = load();
+        }
+        return v;
+    }
+
+    // A later tile: whole, inside the share.
+    __device__ __forceinline__ float4 load() const {
+        if (kVec) return __ldg(reinterpret_cast<const float4*>(ptr));
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (L == kAlongK) {
+            v.x = __ldg(ptr + 0);
+            v.y = __ldg(ptr + 1);
+            v.z = __ldg(ptr + 2);
+            v.w = __ldg(ptr + 3);
+        } else {
+            if (room > 0) v.x = __ldg(ptr + 0);
+            if (room > 1) v.y = __ldg(ptr + 1);
+            if (room > 2) v.z = __ldg(ptr + 2);
+            if (room > 3) v.w = __ldg(ptr + 3);
         }
         return v;
     }
@@ -186,9 +201,11 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
     const int m0 = (first_row + in_group % rows_here) * BM;
     const int n0 = (in_group / rows_here) * BN;
 
+    // This block's share of K, [kbeg, kend), in tiles_k tiles; the first starts at kt0 <= kbeg.
     const int kbeg = blockIdx.z * p.k_chunk;
     const int kend = min(p.K, kbeg + p.k_chunk);
-    const int tiles_k = (kend - kbeg + BK - 1) / BK;
+    const int tiles_k = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
+    const int kt0 = kend - tiles_k * BK;
 
     const int tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31;
@@ -202,10 +219,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
 
     TileLoader<LA, kVec> la;
     TileLoader<LB, kVec> lb;
-    la.init(p.A, p.lda, m0, p.M, kbeg, tid);
-    lb.init(p.B, p.ldb, n0, p.N, kbeg, tid);
-    // Elements of the share in its last tile (BK when the share is whole tiles).
-    const int last_len = kend - kbeg - (tiles_k - 1) * BK;
+    la.init(p.A, p.lda, m0, p.M, kt0, tid);
+    lb.init(p.B, p.ldb, n0, p.N, kt0, tid);
     float4 va, vb;
 
     float acc[8][8];
@@ -225,47 +240,51 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
         b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w;
         b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;
     };
+    auto fma_step = [&](const float (&a)[8], const float (&b)[8]) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    };
 
     if (tiles_k > 0) {
-        va = tiles_k > 1 || last_len == BK ? la.load() : la.load_checked(last_len);
-        vb = tiles_k > 1 || last_len == BK ? lb.load() : lb.load_checked(last_len);
+        va = la.load_first(kbeg - kt0);
+        vb = lb.load_first(kbeg - kt0);
         la.store(As[0], va);
         lb.store(Bs[0], vb);
         __syncthreads();
         load_fragments(0, 0, fa[0], fb[0]);
     }
 
+    // Every tile but the last: load the next one while computing on this one.
     int stage = 0;
-    for (int t = 0; t < tiles_k; ++t) {
-        const bool more = t + 1 < tiles_k;
-        if (more) {                           // the next tile travels while this one is used
-            la.advance();
-            lb.advance();
-            if (t + 2 < tiles_k || last_len == BK) {
-                va = la.load();
-                vb = lb.load();
-            } else {
-                va = la.load_checked(last_len);
-                vb = lb.load_checked(last_len);
-            }
-        }
+    for (int t = 0; t + 1 < tiles_k; ++t) {
+        la.advance();
+        lb.advance();
+        va = la.load();
+        vb = lb.load();
 #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
             if (kk < BK - 1) {
                 load_fragments(stage, kk + 1, fa[(kk + 1) & 1], fb[(kk + 1) & 1]);
-            } else if (more) {
+            } else {
                 // The other stage was last read before the previous __syncthreads: free.
                 la.store(As[stage ^ 1], va);
                 lb.store(Bs[stage ^ 1], vb);
                 __syncthreads();
                 load_fragments(stage ^ 1, 0, fa[0], fb[0]);
             }
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(fa[kk & 1][i], fb[kk & 1][j], acc[i][j]);
+            fma_step(fa[kk & 1], fb[kk & 1]);
         }
         stage ^= 1;
+    }
+    // The last tile.
+    if (tiles_k > 0) {
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            if (kk < BK - 1) load_fragments(stage, kk + 1, fa[(kk + 1) & 1], fb[(kk + 1) & 1]);
+            fma_step(fa[kk & 1], fb[kk & 1]);
+        }
     }
 
     // Epilogue: row i of acc is row m0 + ra + (i & 3) + 16 (i >> 2); columns j < 4 start at
@@ -355,10 +374,9 @@ void launch(Params p, int splits) {
     p.k_chunk = ((per_split + BK - 1) / BK) * BK;
     splits = (p.K + p.k_chunk - 1) / p.k_chunk;
     const dim3 grid(tiles, 1, splits);
-    // 16-byte accesses: every row starts 16-byte aligned, and a share of K read along k ends at a
-    // multiple of 4 (its start is a multiple of BK).
     // 16-byte accesses: every row starts 16-byte aligned, a share of K read along k ends at a
-    // multiple of 4 (its start is a multiple of BK), and a row read along i is whole float4.
+    // multiple of 4 (its start is a multiple of BK) and so do its tiles, counted back from its end,
+    // and a row read along i is whole float4.
     const bool vec = p.lda % 4 == 0 && p.ldb % 4 == 0 && p.ldc % 4 == 0 && p.K % 4 == 0 &&
                      (LA == kAlongK || p.M % 4 == 0) && (LB == kAlongK || p.N % 4 == 0) && p.K % 4 == 0 &&
                      reinterpret_cast<size_t>(p.A) % 16 == 0 && reinterpret_cast<size_t>(p.B) % 16 == 0 &&
