@@ -120,7 +120,7 @@ def fork_worker(argv: list[str], env: dict[str, str], cwd: str, log_fd: int) -> 
         conn.connect(str(path))
     except OSError:
         conn.close()
-        start_server(path)
+        start_server(path, env)
         return None
     read_fd, write_fd = os.pipe()
     try:
@@ -143,12 +143,13 @@ def fork_worker(argv: list[str], env: dict[str, str], cwd: str, log_fd: int) -> 
     return Forked(conn, pid, write_fd, argv)
 
 
-def start_server(path: Path) -> None:
-    """Start a server, detached: it outlives this grading and serves the next ones."""
+def start_server(path: Path, env: dict[str, str]) -> None:
+    """Start a server, detached, in the workers' environment (where the grader can be imported):
+    it outlives this grading and serves the next ones."""
     with contextlib.suppress(OSError):
         subprocess.Popen([sys.executable, "-m", "grader.forkserver", str(path)], stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                         close_fds=True)
+                         close_fds=True, env=env)
 
 
 # ---------------------------------------------------------------------------- server side
