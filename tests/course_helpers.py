@@ -71,3 +71,23 @@ def submit(root: Path, student: str, *, answers: bool, files: dict[str, Path]) -
     (target / "vector_add.so").write_bytes(b"\0")
     (target / "vector_add.o").write_bytes(b"\0")
     return target
+
+
+WRONG_VECTOR_ADD = ROOT / "tests" / "submissions" / "ex01_wrong_vector_add.cu"
+
+
+def hand_in_a_class(pristine: Path, env: dict[str, str], kinds: tuple[str, ...], scratch: Path) -> None:
+    """A released exercise-01 course with one submission per entry of ``kinds``: "solution" (the
+    hidden solutions), "stub" (untouched), "wrong" (vector_add never writes its last element),
+    "slow" (the naive baselines) or "syntax" (a solution with a missing semicolon)."""
+    build_and_release(pristine, env, ["01"])
+    solutions = {t.source: SOLUTIONS / t.source for t in EX01.tasks}
+    broken = scratch / "vector_add.cu"
+    broken.write_text((SOLUTIONS / "vector_add.cu").read_text().replace("kUnroll = 4;", "kUnroll = 4", 1))
+    baselines = ROOT / "exercises" / ASSIGNMENT / "baselines"
+    files = {"solution": solutions, "stub": {}, "wrong": {**solutions, "vector_add.cu": WRONG_VECTOR_ADD},
+             "slow": {t.source: baselines / t.source for t in EX01.tasks},
+             "syntax": {**solutions, "vector_add.cu": broken}}
+    for i, kind in enumerate(kinds, 1):
+        target = submit(pristine, f"s{i:02d}_{kind}", answers=kind != "stub", files=files[kind])
+        (target / "timestamp.txt").write_text(f"2026-03-{(i - 1) % 28 + 1:02d} 10:00:00.000000 UTC")

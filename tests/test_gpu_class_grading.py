@@ -22,11 +22,9 @@ pytestmark = pytest.mark.gpu
 pytest.importorskip("nbgrader", reason="nbgrader is not installed: pip install -e '.[course]'")
 pytest.importorskip("distributed", reason="Dask distributed is not installed: pip install -e '.[course]'")
 
-from course_helpers import ASSIGNMENT, EX01, ROOT, SOLUTIONS, build_and_release, course_cli, course_env, submit
+from course_helpers import ASSIGNMENT, course_cli, course_env, hand_in_a_class
 from test_class_grading import gradebook_state
 
-BASELINES = ROOT / "exercises" / ASSIGNMENT / "baselines"
-WRONG = ROOT / "tests" / "submissions" / "ex01_wrong_vector_add.cu"
 KINDS = ("solution", "solution", "solution", "solution", "stub", "stub", "wrong", "wrong", "slow", "slow",
          "syntax", "syntax")
 
@@ -41,16 +39,7 @@ def test_a_class_through_dask_gets_the_grades_of_a_sequential_run(tmp_path):
     cache = tmp_path / "cache"
     env = _env(cache)
     pristine = tmp_path / "pristine" / "course"
-    build_and_release(pristine, env, ["01"])
-    solutions = {t.source: SOLUTIONS / t.source for t in EX01.tasks}
-    broken = tmp_path / "vector_add.cu"
-    broken.write_text((SOLUTIONS / "vector_add.cu").read_text().replace("kUnroll = 4;", "kUnroll = 4", 1))
-    files = {"solution": solutions, "stub": {}, "wrong": {**solutions, "vector_add.cu": WRONG},
-             "slow": {t.source: BASELINES / t.source for t in EX01.tasks},
-             "syntax": {**solutions, "vector_add.cu": broken}}
-    for i, kind in enumerate(KINDS, 1):
-        target = submit(pristine, f"s{i:02d}_{kind}", answers=kind != "stub", files=files[kind])
-        (target / "timestamp.txt").write_text(f"2026-03-{i:02d} 10:00:00.000000 UTC")
+    hand_in_a_class(pristine, env, KINDS, tmp_path)
 
     sequential, dask = tmp_path / "sequential", tmp_path / "dask"
     shutil.copytree(pristine, sequential, symlinks=True)
