@@ -18,6 +18,7 @@ the connection: a grading killed outright does not leave its worker on the GPU.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -42,14 +43,21 @@ def enabled() -> bool:
 
 def socket_path() -> Path:
     """Where this Python and this grader's server listens."""
+    folder = Path(os.environ.get("S2S_FORKSERVER_DIR") or Path(tempfile.gettempdir()) / f"s2s-forkserver-{os.getuid()}")
+    return folder / f"{_grader_key(sys.executable, os.environ.get('PYTHONPATH', ''))}.sock"
+
+
+@functools.cache
+def _grader_key(python: str, pythonpath: str) -> str:
+    """The Python, its module path and the grader's sources as this process loaded them: read
+    once a process, since a source changed later on disk is not what this process runs."""
     import grader
-    digest = hashlib.sha256(sys.executable.encode())
-    digest.update(os.environ.get("PYTHONPATH", "").encode())
+    digest = hashlib.sha256(python.encode())
+    digest.update(pythonpath.encode())
     for source in sorted(Path(grader.__file__).parent.rglob("*.py")):
         stat = source.stat()
         digest.update(f"{source}:{stat.st_mtime_ns}:{stat.st_size}".encode())
-    folder = Path(os.environ.get("S2S_FORKSERVER_DIR") or Path(tempfile.gettempdir()) / f"s2s-forkserver-{os.getuid()}")
-    return folder / f"{digest.hexdigest()[:16]}.sock"
+    return digest.hexdigest()[:16]
 
 
 def _private_folder(folder: Path) -> bool:

@@ -9,8 +9,8 @@ kernel is missing or wrong, nothing stands in for it: the report names it, and s
 from __future__ import annotations
 
 import base64
+import io
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -26,7 +26,6 @@ from grader.spec import exercises_dir, find
 Say = Callable[[str], None]
 CAPSTONE = "06_capstone"
 TRAINING_TIMEOUT_S = 900
-TENSORRT_INSTALL = "pip install tensorrt-cu13   (NVIDIA's wheel: it downloads TensorRT's libraries from NVIDIA's index)"
 
 
 class ModelError(Exception):
@@ -227,13 +226,13 @@ def grade_model(submission: Path | str | None = None, out: Path | str = "model-r
     out.mkdir(parents=True, exist_ok=True)
     kernels, notice = check_kernels(root, capstone, say)
     result = ModelResult(str(root), kernels, notice=notice, out=str(out))
+    from grader import device as devmod
+    probe = devmod.probe()
     if any(k.status == "not run" for k in kernels):
-        from grader import device as devmod
-        probe = devmod.probe()
         result.notice = ("Your kernels compiled; checking them and training on them needs an NVIDIA GPU "
                          f"({probe.reason}). The PyTorch twin alone is shown." if probe.gpu is None
                          else notice or "Some of your kernels could not be checked here.")
-    result.run = _train_holding_the_gpu(kernels, out, say, tensorrt)
+    result.run = _train_holding_the_gpu(probe.gpu, kernels, out, say, tensorrt)
     result.bars = bars(result.run, capstone)
     if result.run.get("twin"):
         (out / "loss_curve.png").write_bytes(loss_png(result.run))
@@ -241,11 +240,10 @@ def grade_model(submission: Path | str | None = None, out: Path | str = "model-r
     return result
 
 
-def _train_holding_the_gpu(kernels: list[KernelCheck], out: Path, say: Say, tensorrt: bool) -> dict[str, Any]:
-    from grader import device as devmod
+def _train_holding_the_gpu(gpu: Any, kernels: list[KernelCheck], out: Path, say: Say,
+                           tensorrt: bool) -> dict[str, Any]:
     from grader import gpulock
 
-    gpu = devmod.probe().gpu
     if gpu is None:
         return train(kernels, out, say, tensorrt)
     with gpulock.exclusive(gpu.uuid or f"gpu{gpu.index}", "training the capstone model", say):
@@ -311,7 +309,7 @@ def accuracy_rows(r: ModelResult) -> list[tuple[str, str, str, str]]:
                      f"torch.optim.AdamW, F.cross_entropy, on the {where}"))
     if learner.get("int8_accuracy") is not None:
         rows.append(("your kernels, INT8 W8A8", _pct(learner["int8_accuracy"]), "",
-                     f"quantize_int8 + gemm_w8a8; PyTorch's W8A8 of your weights: "
+                     f"{' + '.join(learner.get('int8_kernels', []))}; PyTorch's W8A8 of your weights: "
                      f"{_pct(learner.get('int8_model_accuracy'))}"))
     onnx = learner.get("onnx") or {}
     if onnx.get("checked"):
@@ -435,7 +433,7 @@ def render_html(r: ModelResult) -> str:
     """The notebook's view: the same tables, and the loss curve inline."""
     from rich.console import Console
 
-    console = Console(record=True, width=120, file=open(os.devnull, "w"))
+    console = Console(record=True, width=120, file=io.StringIO())
     console.print(render_rich(r))
     html = console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
     png = Path(r.out) / "loss_curve.png" if r.out else None

@@ -167,7 +167,7 @@ def _start(launch: Launch) -> _Started:
         proc = subprocess.Popen([*launch.wrapper, sys.executable, "-m", WORKER_MODULE, fifo],
                                 stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, cwd=str(repo_root()),
                                 start_new_session=True, preexec_fn=_prepare_child)
-    return _Started(proc, folder, read_fd, keep_fd, log, worker_env())
+    return _Started(proc, folder, read_fd, keep_fd, log, env)
 
 
 # One worker started ahead of the next grading in this process (a notebook's kernel, the CLI while
