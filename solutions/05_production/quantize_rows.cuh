@@ -2,9 +2,11 @@
 // any codec (what is read, what is stored, the largest code, the conversion).
 //
 //   * rows up to kWarpRowMax elements: a warp per row (8 rows per block of 256 threads);
-//   * rows of whole vectors up to kThreads * kVec * 8 elements: a block per row that holds its row
-//     in registers between the reduction and the conversion, so x is read once;
-//   * longer rows: a block per row, two passes (the second reads the row again, from L2).
+//   * longer rows of whole vectors, up to kThreads * kVec * 8 elements: a block per row;
+//   * longer rows still: a block per row, two passes (the second reads the row again, from L2).
+// Rows of whole 16-byte vectors are held in registers between their maximum and their conversion:
+// x is read once, and every load of a row is in flight at the same time (a short row read in two
+// passes would wait for DRAM twice, with few bytes in flight). Other rows take two passes.
 //
 // A codec C provides: In, Out (element types), InVec, OutVec (one 16-byte load, its stored form),
 // kVec (elements per InVec), kTop (the largest code: 127, 448), to_float(In), encode(float v,
@@ -76,12 +78,16 @@ __global__ void __launch_bounds__(kThreads) rows_by_warp(const typename C::In* _
                       [](float m) { return warp_max(m); });
 }
 
-// One pass: each thread keeps its NV vectors of the row in registers.
-template <class C, int NV>
-__global__ void __launch_bounds__(kThreads) rows_held(const typename C::In* __restrict__ x,
+// One pass: each of the kLanes threads of a row (a warp's or a block's) keeps its NV vectors of the
+// row in registers. Two blocks a multiprocessor at least (128 registers a thread at most): with no
+// such bound ptxas trades one register of the longest rows for a spill to local memory.
+template <class C, int NV, int kLanes>
+__global__ void __launch_bounds__(kThreads, 2) rows_held(const typename C::In* __restrict__ x,
                                                       typename C::Out* __restrict__ q,
-                                                      float* __restrict__ scale, int cols) {
-    const size_t r = blockIdx.x;
+                                                      float* __restrict__ scale, int rows, int cols) {
+    const size_t r = kLanes == kThreads ? blockIdx.x : (blockIdx.x * kThreads + threadIdx.x) / kLanes;
+    const int lane = threadIdx.x % kLanes;
+    if (r >= (size_t)rows) return;         // whole warps leave together: a warp shares a row
     const typename C::InVec* v = reinterpret_cast<const typename C::InVec*>(x + r * cols);
     typename C::OutVec* o = reinterpret_cast<typename C::OutVec*>(q + r * cols);
     const int n = cols / C::kVec;
@@ -89,20 +95,27 @@ __global__ void __launch_bounds__(kThreads) rows_held(const typename C::In* __re
     float m = 0.0f;
 #pragma unroll
     for (int j = 0; j < NV; ++j) {
-        const int i = threadIdx.x + j * kThreads;
+        const int i = lane + j * kLanes;
         if (i < n) {
             e[j] = v[i];
             m = fmaxf(m, C::vec_amax(e[j]));
         }
     }
-    const float s = scale_of(block_max(m), C::kTop);
+    const float s = scale_of(kLanes == kThreads ? block_max(m) : warp_max(m), C::kTop);
     const float inv = 1.0f / s;
-    if (threadIdx.x == 0) scale[r] = s;
+    if (lane == 0) scale[r] = s;
 #pragma unroll
     for (int j = 0; j < NV; ++j) {
-        const int i = threadIdx.x + j * kThreads;
+        const int i = lane + j * kLanes;
         if (i < n) o[i] = C::encode_vec(e[j], inv);
     }
+}
+
+// Rows of whole vectors, at most NV per thread of kLanes: held in registers.
+template <class C, int NV, int kLanes>
+void launch_held(const typename C::In* x, typename C::Out* q, float* scale, int rows, int cols) {
+    const int per_block = kThreads / kLanes;
+    rows_held<C, NV, kLanes><<<(rows + per_block - 1) / per_block, kThreads>>>(x, q, scale, rows, cols);
 }
 
 template <class C>
@@ -110,13 +123,20 @@ void quantize(const typename C::In* x, typename C::Out* q, float* scale, int row
     if (rows <= 0 || cols <= 0) return;
     const bool vec = cols % C::kVec == 0 && reinterpret_cast<size_t>(x) % sizeof(typename C::InVec) == 0 &&
                      reinterpret_cast<size_t>(q) % sizeof(typename C::OutVec) == 0;
-    if (cols <= kWarpRowMax) {
+    const int vecs = cols / C::kVec;                  // 16-byte vectors a row
+    constexpr int kWarpNV = kWarpRowMax / (32 * C::kVec);   // vectors a lane, for the longest warp row
+    if (vec && cols <= kWarpRowMax) {
+        if (vecs <= 32 * 2) launch_held<C, 2, 32>(x, q, scale, rows, cols);
+        else if (vecs <= 32 * 4) launch_held<C, 4, 32>(x, q, scale, rows, cols);
+        else if (vecs <= 32 * 8 || kWarpNV <= 8) launch_held<C, 8, 32>(x, q, scale, rows, cols);
+        else launch_held<C, kWarpNV, 32>(x, q, scale, rows, cols);
+    } else if (cols <= kWarpRowMax) {
         const int per_block = kThreads / 32;
         rows_by_warp<C><<<(rows + per_block - 1) / per_block, kThreads>>>(x, q, scale, rows, cols, vec);
-    } else if (vec && cols <= kThreads * C::kVec * 4) {
-        rows_held<C, 4><<<rows, kThreads>>>(x, q, scale, cols);
-    } else if (vec && cols <= kThreads * C::kVec * 8) {
-        rows_held<C, 8><<<rows, kThreads>>>(x, q, scale, cols);
+    } else if (vec && vecs <= kThreads * 4) {
+        launch_held<C, 4, kThreads>(x, q, scale, rows, cols);
+    } else if (vec && vecs <= kThreads * 8) {
+        launch_held<C, 8, kThreads>(x, q, scale, rows, cols);
     } else {
         rows_by_block<C><<<rows, kThreads>>>(x, q, scale, cols, vec);
     }
