@@ -91,16 +91,17 @@ __global__ void __launch_bounds__(kThreads, 2) rows_held(const typename C::In* _
     const typename C::InVec* v = reinterpret_cast<const typename C::InVec*>(x + r * cols);
     typename C::OutVec* o = reinterpret_cast<typename C::OutVec*>(q + r * cols);
     const int n = cols / C::kVec;
+    // Every load first, then the arithmetic: zeros past the row end keep the code free of branches
+    // (a branch between two loads makes the second wait for the first).
     typename C::InVec e[NV];
-    float m = 0.0f;
 #pragma unroll
     for (int j = 0; j < NV; ++j) {
         const int i = lane + j * kLanes;
-        if (i < n) {
-            e[j] = v[i];
-            m = fmaxf(m, C::vec_amax(e[j]));
-        }
+        e[j] = i < n ? v[i] : typename C::InVec{};
     }
+    float m = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) m = fmaxf(m, C::vec_amax(e[j]));
     const float s = scale_of(kLanes == kThreads ? block_max(m) : warp_max(m), C::kTop);
     const float inv = 1.0f / s;
     if (lane == 0) scale[r] = s;
