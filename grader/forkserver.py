@@ -22,7 +22,6 @@ import functools
 import hashlib
 import json
 import os
-import resource
 import selectors
 import signal
 import socket
@@ -269,8 +268,8 @@ def _become_worker(conn: socket.socket, fds: list[int], request: dict[str, Any])
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        from grader.runner import OUTPUT_LIMIT_BYTES
-        resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT_BYTES, OUTPUT_LIMIT_BYTES))
+        from grader.runner import cap_output
+        cap_output()
         _die_with(conn)
         sys.stdin = open(0, encoding="utf-8", closefd=False)
         sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)

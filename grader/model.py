@@ -183,29 +183,25 @@ def bars(run: dict[str, Any], capstone: dict[str, Any]) -> list[Bar]:
     learner, twin = run.get("learner") or {}, run.get("twin") or {}
     acc, twin_acc = learner.get("test_accuracy"), twin.get("test_accuracy")
     int8 = learner.get("int8_accuracy")
-    pct = _pct
-    out = [Bar("test accuracy on your kernels", f">= {pct(want['test_accuracy'])}", pct(acc),
+    out = [Bar("test accuracy on your kernels", f">= {_pct(want['test_accuracy'])}", _pct(acc),
                None if acc is None else acc >= want["test_accuracy"])]
+    twin_bar = Bar("beside the PyTorch twin", f"within {want['twin_points']:g} point", "-", None)
     if acc is not None and twin_acc is not None:
         gap = 100 * (acc - twin_acc)
-        out.append(Bar("beside the PyTorch twin", f"within {want['twin_points']:g} point",
-                       f"{gap:+.1f} points", abs(gap) <= want["twin_points"] + 1e-9))
-    else:
-        out.append(Bar("beside the PyTorch twin", f"within {want['twin_points']:g} point", "-", None))
+        twin_bar.got, twin_bar.passed = f"{gap:+.1f} points", abs(gap) <= want["twin_points"] + 1e-9
+    out.append(twin_bar)
     steps = want["loss_steps"]
+    loss_bar = Bar(f"loss of the first {steps} steps", f"within {want['loss_rtol']:g} (relative)", "-", None)
     mine, theirs = learner.get("losses") or [], twin.get("losses") or []
     if len(mine) >= steps and len(theirs) >= steps:
         worst = max(abs(a - b) / abs(b) for a, b in zip(mine[:steps], theirs[:steps]))
-        out.append(Bar(f"loss of the first {steps} steps", f"within {want['loss_rtol']:g} (relative)",
-                       f"{worst:.1e}", worst <= want["loss_rtol"]))
-    else:
-        out.append(Bar(f"loss of the first {steps} steps", f"within {want['loss_rtol']:g} (relative)", "-", None))
+        loss_bar.got, loss_bar.passed = f"{worst:.1e}", worst <= want["loss_rtol"]
+    out.append(loss_bar)
+    int8_bar = Bar("INT8 (W8A8) serving", f"at most {want['int8_points']:g} point below fp32", "-", None)
     if int8 is not None and acc is not None:
         drop = 100 * (acc - int8)
-        out.append(Bar("INT8 (W8A8) serving", f"at most {want['int8_points']:g} point below fp32",
-                       f"{-drop:+.1f} points", drop <= want["int8_points"] + 1e-9))
-    else:
-        out.append(Bar("INT8 (W8A8) serving", f"at most {want['int8_points']:g} point below fp32", "-", None))
+        int8_bar.got, int8_bar.passed = f"{-drop:+.1f} points", drop <= want["int8_points"] + 1e-9
+    out.append(int8_bar)
     return out
 
 
@@ -254,8 +250,6 @@ def _train_holding_the_gpu(gpu: Any, kernels: list[KernelCheck], out: Path, say:
 
 def loss_png(run: dict[str, Any]) -> bytes:
     """The loss of every step, yours beside the twin's, with each epoch's mean drawn over it."""
-    import io
-
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

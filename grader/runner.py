@@ -73,10 +73,15 @@ def _crash_message(code: int | None) -> str:
             "or cudaDeviceReset() tore down the grader's CUDA context")
 
 
+def cap_output() -> None:
+    """In the worker: a write past OUTPUT_LIMIT_BYTES stops it (SIGXFSZ)."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT_BYTES, OUTPUT_LIMIT_BYTES))
+
+
 def _prepare_child() -> None:
     """In the worker, before it runs: cap its output, and have the kernel kill it if the grader dies
     (a grading stopped with SIGKILL must not leave a worker running, or timing, on the GPU)."""
-    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT_BYTES, OUTPUT_LIMIT_BYTES))
+    cap_output()
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -195,11 +200,16 @@ def prestart_after(result: Any) -> None:
         prestart()
 
 
-def _take_spare(launch: Launch) -> _Started | None:
-    """The spare, if it suits this launch (a plain grading, the environment unchanged) and is alive."""
+def _pop_spare() -> _Started | None:
     global _spare
     with _spare_lock:
         spare, _spare = _spare, None
+    return spare
+
+
+def _take_spare(launch: Launch) -> _Started | None:
+    """The spare, if it suits this launch (a plain grading, the environment unchanged) and is alive."""
+    spare = _pop_spare()
     if spare is None:
         return None
     if launch == Launch() and spare.proc.poll() is None and spare.env == worker_env():
@@ -209,9 +219,7 @@ def _take_spare(launch: Launch) -> _Started | None:
 
 
 def _discard_spare() -> None:
-    global _spare
-    with _spare_lock:
-        spare, _spare = _spare, None
+    spare = _pop_spare()
     if spare is not None:
         spare.close()
 

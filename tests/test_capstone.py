@@ -4,7 +4,9 @@ here with the exercises' references standing in for the learner's kernels), the 
 and `grade model` without a GPU."""
 from __future__ import annotations
 
+import io
 import json
+import os
 import subprocess
 import sys
 import time
@@ -196,7 +198,7 @@ def test_the_report_shows_accuracy_bars_and_where_the_time_went(on_references, t
     kernels = [KernelCheck(k["exercise"], k["task"], k["role"], "ready", "correct") for k in CONFIG["kernels"]]
     result = ModelResult("solutions", kernels, run, bars(run, CONFIG), out=str(out))
     assert result.exit_code == ExitCode.PASSED
-    console = Console(record=True, width=160, file=open("/dev/null", "w"))
+    console = Console(record=True, width=160, file=io.StringIO())
     console.print(render_rich(result))
     text = console.export_text()
     assert "Passed: a model trained and served on nothing but your kernels matches PyTorch." in text
@@ -228,7 +230,7 @@ def test_missing_kernels_are_named_and_nothing_stands_in(twin):
 
 def _grade_model(*args, cwd):
     return subprocess.run([sys.executable, "-m", "grader.cli", "model", *args], capture_output=True, text=True,
-                          cwd=cwd, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
 
 
 @pytest.mark.skipif(__import__("grader.device", fromlist=["probe"]).probe().gpu is not None,

@@ -29,8 +29,8 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbgrader", reason="nbgrader is not installed: pip install -e '.[course]'")
 
-from course_helpers import (ASSIGNMENT, EX01, NO_GPU, ROOT, SOLUTIONS, course_env, grade_id, run_ok,  # noqa: E402
-                            submit)
+from course_helpers import (ASSIGNMENT, EX01, NO_GPU, ROOT, SOLUTIONS, WRONG_VECTOR_ADD, course_env,  # noqa: E402
+                            grade_id, run_ok, submit)
 from lab_server import jupyter_lab  # noqa: E402
 
 from grader import course, spec  # noqa: E402
@@ -39,7 +39,6 @@ from grader.notebook import (checked, correctness_problem, quiet, require_correc
                              speed_problem)
 from grader.result import GradeResult, Points, TaskResult  # noqa: E402
 
-WRONG_VECTOR_ADD = ROOT / "tests" / "submissions" / "ex01_wrong_vector_add.cu"
 STUDENTS = ("solution", "stub", "wrong")
 DERIVATION_POINTS = 10.0           # the four prompts of exercise 01: 2 + 3 + 2 + 3
 KERNEL_POINTS = sum(t.points.total for t in EX01.tasks)

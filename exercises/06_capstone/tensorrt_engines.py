@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from model import CLASSES
+
 INSTALL = "pip install tensorrt-cu13 (its libraries come from NVIDIA's own package index at install time)"
 
 
@@ -79,7 +81,7 @@ def _calibrator(trt: Any, x: torch.Tensor, batch: int) -> Any:
 def _evaluate(trt: Any, engine: Any, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
     context = engine.create_execution_context()
     inputs = x.cuda().contiguous()
-    logits = torch.empty(len(x), 10, device="cuda")
+    logits = torch.empty(len(x), CLASSES, device="cuda")
     context.set_tensor_address(engine.get_tensor_name(0), inputs.data_ptr())
     context.set_tensor_address(engine.get_tensor_name(1), logits.data_ptr())
     stream = torch.cuda.current_stream()

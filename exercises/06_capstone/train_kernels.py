@@ -206,21 +206,22 @@ def _twin(data: Data, recipe: Recipe, device: str) -> dict[str, Any]:
             "device": device}
 
 
-def _onnx_check(params: Params, data: Data, fp32_logits: torch.Tensor, folder: Path) -> dict[str, Any]:
-    """Export the trained model and run the export with ONNX Runtime on the CPU."""
+def _onnx_check(cpu: Params, data: Data, fp32_logits: torch.Tensor, folder: Path) -> dict[str, Any]:
+    """Export the trained model (its parameters on the CPU) and run the export with ONNX Runtime on
+    the CPU."""
     try:
         import onnx
         import onnxruntime  # noqa: F401
     except ImportError as exc:
         return {"checked": False, "note": f"not checked: {exc.name} is not installed (pip install onnx onnxruntime "
                                           "onnxscript, or the project's 'capstone' extra)"}
-    cpu = Params(*(t.detach().cpu() for t in params.tensors()))
     folder.mkdir(parents=True, exist_ok=True)
     path = export_onnx(cpu, folder / "model.onnx", batch=len(data.y_test))
-    onnx.checker.check_model(onnx.load(str(path)))
+    exported = onnx.load(str(path))
+    onnx.checker.check_model(exported)
     got = torch.from_numpy(run_onnx(path, data.x_test))
     want = fp32_logits.detach().cpu()
-    return {"checked": True, "path": str(path), "opset": onnx.load(str(path)).opset_import[0].version,
+    return {"checked": True, "path": str(path), "opset": exported.opset_import[0].version,
             "agree": float((got.argmax(1) == want.argmax(1)).float().mean()),
             "max_abs_diff": float((got - want).abs().max()), "accuracy": _accuracy(got, data.y_test)}
 
@@ -246,7 +247,7 @@ def on_kernels(kernels: Kernels, data: Data, recipe: Recipe, out: Path) -> dict[
     except KernelFailure as exc:
         learner["error"] = str(exc)
         return learner
-    learner["onnx"] = _onnx_check(params, data, logits, out)
+    learner["onnx"] = _onnx_check(cpu, data, logits, out)
     return learner
 
 

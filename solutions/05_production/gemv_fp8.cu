@@ -240,16 +240,17 @@ void launch_rows(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const float* sc
         x, reinterpret_cast<const uint8_t*>(W), scale, y, N, K);
 }
 
+// One token: four rows a warp when that still leaves four blocks a multiprocessor, else two.
+void launch_one(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const float* scale, __nv_bfloat16* y, int N,
+                int K) {
+    if (N >= 4 * sm_count() * (kThreads / 32) * 4) launch_rows<1, 4>(x, W, scale, y, N, K);
+    else launch_rows<1, 2>(x, W, scale, y, N, K);
+}
+
+// Few tokens: two rows per warp keep more of W in flight; many: four rows share each load of x.
 template <int MT>
 void launch(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const float* scale, __nv_bfloat16* y, int N, int K) {
-    if (MT == 1) {
-        // One token: four rows a warp when that still leaves four blocks a multiprocessor, else two.
-        if (N >= 4 * sm_count() * (kThreads / 32) * 4) launch_rows<1, 4>(x, W, scale, y, N, K);
-        else launch_rows<1, 2>(x, W, scale, y, N, K);
-    } else {
-        // Few tokens: two rows per warp keep more of W in flight; many: four rows share each load of x.
-        launch_rows<MT, MT <= 2 ? 2 : 4>(x, W, scale, y, N, K);
-    }
+    launch_rows<MT, MT <= 2 ? 2 : 4>(x, W, scale, y, N, K);
 }
 
 template <int TT>
@@ -282,7 +283,7 @@ extern "C" void gemv_fp8(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const f
         return;
     }
     switch (M) {
-        case 1: launch<1>(x, W, scale, y, N, K); break;
+        case 1: launch_one(x, W, scale, y, N, K); break;
         case 2: launch<2>(x, W, scale, y, N, K); break;
         case 3: launch<3>(x, W, scale, y, N, K); break;
         case 4: launch<4>(x, W, scale, y, N, K); break;
