@@ -19,7 +19,9 @@ TIME_BUDGET_S = 1.5                # per benchmark size, for the timing loop
 WARMUP = 2
 MIN_OTHER_REPS = 3
 HIDDEN_WORK_S = 50e-6             # host-visible device time beyond the events' that counts as hidden
-SLEEP_CYCLES = 200_000             # ~0.1 ms at 2 GHz: longer than enqueueing one call takes
+SLEEP_CYCLES = 200_000             # ~0.1 ms at 2 GHz: longer than enqueueing one ctypes launch takes
+COVER_FACTOR = 2.0                 # a reference point's busy kernel lasts this many times its enqueue
+MAX_COVER_S = 5e-3                 # at most
 OTHER_BUDGET_S = 0.25
 SLOW_OTHER_S = 1.0                 # a reference point this slow in total is known well enough
 DISTURBED_ATTEMPTS = 3             # timings of one size with another process on the GPU, at most
@@ -97,31 +99,41 @@ class _Timer:
     """One call between CUDA events, the L2 flushed first and the GPU kept busy while the host
     enqueues, plus the host's clock around the same span."""
 
-    def __init__(self, flush: Any, busy: Callable[[], None]):
+    def __init__(self, flush: Any, busy: Callable[[float], None]):
         import cupy
         self.flush, self.busy = flush, busy
         self.start, self.end = cupy.cuda.Event(), cupy.cuda.Event()
+        self.enqueue_s = 0.0                 # host time of the last call's enqueue (fn() alone)
         # What the host clock adds to an empty call: the rest of the sleep, the event bookkeeping,
         # the synchronize. Work the events miss (another stream, a host thread) shows up as host
         # time beyond this.
         self.idle = statistics.median(h - e for e, h in (self(None) for _ in range(5)))
 
-    def __call__(self, fn: Callable[[], None] | None) -> tuple[float, float]:
-        """(event seconds, host seconds) of one call."""
+    def __call__(self, fn: Callable[[], None] | None, cover_s: float = 0.0) -> tuple[float, float]:
+        """(event seconds, host seconds) of one call. ``cover_s``: keep the GPU busy at least this
+        long after the call starts to be enqueued (default: SLEEP_CYCLES)."""
         import cupy
         self.flush.sum()
         synchronize()
         # Keep the GPU busy while the host enqueues the call, so that the start event fires right
         # before the first kernel instead of measuring the host's launch latency too. The busy
         # kernel fills every SM, so nothing launched elsewhere can run beside it.
-        self.busy()
+        self.busy(cover_s)
         t0 = time.perf_counter()
         self.start.record()
         if fn is not None:
             fn()
+        self.enqueue_s = time.perf_counter() - t0
         self.end.record()
         synchronize()
         return cupy.cuda.get_elapsed_time(self.start, self.end) * 1e-3, time.perf_counter() - t0
+
+
+def busy_cover(enqueues: list[float]) -> float:
+    """How long the busy kernel must last for a call whose latest enqueues took these host
+    seconds: COVER_FACTOR times the longest of the last three, at most MAX_COVER_S (0: the default
+    length, for a call not seen yet)."""
+    return min(MAX_COVER_S, COVER_FACTOR * max(enqueues[-3:])) if enqueues else 0.0
 
 
 def _time_size(task: specmod.Task, case: specmod.Case, memory: CaseMemory, learner: Entry, baseline: Entry,
@@ -150,12 +162,19 @@ def _time_size(task: specmod.Task, case: specmod.Case, memory: CaseMemory, learn
 
     samples: dict[str, list[float]] = {name: [] for name, _ in contenders}
     host_excess: list[float] = []
+    # A reference point can take longer to enqueue than the busy kernel lasts (a PyTorch layer is
+    # several operations dispatched from Python: 0.1-0.4 ms measured on the H200's host); the start
+    # event would then time the GPU waiting for the host. Its busy kernel is made to outlast its
+    # enqueue, measured on its earlier calls. The learner keeps the fixed one, which host_excess is
+    # measured against: a learner's slow launch is the learner's time.
+    enqueues: dict[str, list[float]] = {name: [] for name, _ in contenders}
 
     def once(name: str, fn: Callable[[], None], record: bool) -> str | None:
         if name == "learner":
             memory.snapshot()
         memory.poison_outputs()
-        event_s, host_s = timer(fn)
+        event_s, host_s = timer(fn, 0.0 if name == "learner" else busy_cover(enqueues[name]))
+        enqueues[name].append(timer.enqueue_s)
         if name == "learner":
             problem = learner.launch_problem() or memory.damage()
             if problem:
@@ -217,17 +236,33 @@ extern "C" __global__ void s2s_busy(long long cycles) {
 """
 
 
-def busy_kernel() -> Callable[[], None]:
-    """A launch that occupies every thread slot of every SM for about 0.1 ms."""
+def _sm_clock_hz(props: dict) -> float:
+    """The SM clock's top rate (a lower clock only makes the busy kernel last longer). CUDA 13
+    dropped it from the device properties; the device attribute (13, cudaDevAttrClockRate) may
+    still answer; 2 GHz, a Hopper's, otherwise."""
+    import cupy
+    khz = props.get("clockRate")
+    if not khz:
+        try:
+            khz = cupy.cuda.runtime.deviceGetAttribute(13, cupy.cuda.runtime.getDevice())
+        except Exception:      # noqa: BLE001 - the attribute is gone from a runtime: take the default
+            khz = 0
+    return (khz or 2_000_000) * 1e3
+
+
+def busy_kernel() -> Callable[[float], None]:
+    """A launch that occupies every thread slot of every SM for about 0.1 ms, or for at least the
+    seconds given."""
     import cupy
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
     kernel = cupy.RawKernel(_BUSY_SOURCE, "s2s_busy")
     block = 1024
     # Enough blocks of 1024 threads to hold every thread slot of every SM (2048 a Hopper SM).
     grid = props["multiProcessorCount"] * -(-props["maxThreadsPerMultiProcessor"] // block)
+    cycles_per_s = _sm_clock_hz(props)
 
-    def launch() -> None:
-        kernel((grid,), (block,), (cupy.int64(SLEEP_CYCLES),))
+    def launch(at_least_s: float = 0.0) -> None:
+        kernel((grid,), (block,), (cupy.int64(max(SLEEP_CYCLES, int(at_least_s * cycles_per_s))),))
     return launch
 
 
