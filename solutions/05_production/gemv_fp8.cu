@@ -20,11 +20,12 @@
 // What is left at N = 8192 (64 MB of W, one call with L2 cold, about 20 us): reading W alone, with
 // no arithmetic, reaches 82% of copy bandwidth in the one-token kernel's order and 81% in the
 // tensor-core kernel's (with the L2 hint below); 85% in the best order measured, a block reading
-// whole rows with many rows in flight. The kernels reach 77% and 72%: at this size a few hundred
-// nanoseconds of start and finish are several per cent. Tried and slower here: the bulk copy engine
-// feeding shared memory (a 512-byte copy per row costs more than its bytes); the whole-row order as a
-// kernel (one block a multiprocessor, x in registers); prefetching the next step (the registers cost
-// blocks); converting e4m3 with integer operations instead of the hardware conversion.
+// whole rows with many rows in flight. The kernels reach 76% and 71% in a grading: at this size a
+// few hundred nanoseconds of start and finish are several per cent. Tried and slower here: the bulk
+// copy engine feeding shared memory (a 512-byte copy per row costs more than its bytes); the
+// whole-row order as a kernel (one block a multiprocessor, x in registers); prefetching the next
+// step (the registers cost blocks); converting e4m3 with integer operations instead of the hardware
+// conversion.
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -120,9 +121,9 @@ gemv_fp8_rows(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W
 // W for the tensor cores, read once: past L1 (nothing reuses it there), and with a hint that the L2
 // fetch the whole 256-byte block around each miss. A warp's load covers 64 bytes of each of its 16
 // rows, and the rest of each 128-byte line comes from the next warp's step a moment later; fetching
-// the block at once suits DRAM better. Measured at M = 16: 72% of copy instead of 69% at N = 8192,
-// 85% instead of 80% at N = 28672. (The one-token kernel reads 512 bytes of a row per load; there
-// the hint cost 4 points at N = 28672, so it reads W plainly.)
+// the block at once suits DRAM better. Measured at M = 16 in one run of both: 72% of copy instead of
+// 69% at N = 8192, 85% instead of 80% at N = 28672. (The one-token kernel reads 512 bytes of a row
+// per load; there the hint cost 4 points at N = 28672, so it reads W plainly.)
 __device__ __forceinline__ uint4 load_w_stream(const uint8_t* p) {
     uint4 r;
     asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
