@@ -68,13 +68,14 @@ __global__ void __launch_bounds__(kThreads) rows_by_block(const typename C::In* 
                             [](float m) { return block_max(m); });
 }
 
+// Short rows that are not whole 16-byte vectors (those are held in registers: rows_held).
 template <class C>
 __global__ void __launch_bounds__(kThreads) rows_by_warp(const typename C::In* __restrict__ x,
                                                          typename C::Out* __restrict__ q,
-                                                         float* __restrict__ scale, int rows, int cols, bool vec) {
+                                                         float* __restrict__ scale, int rows, int cols) {
     const int r = (blockIdx.x * kThreads + threadIdx.x) >> 5;
     if (r >= rows) return;                 // whole warps leave together: 32 threads share a row
-    two_passes<C, 32>(x + (size_t)r * cols, q + (size_t)r * cols, scale + r, cols, vec, threadIdx.x & 31,
+    two_passes<C, 32>(x + (size_t)r * cols, q + (size_t)r * cols, scale + r, cols, false, threadIdx.x & 31,
                       [](float m) { return warp_max(m); });
 }
 
@@ -133,7 +134,7 @@ void quantize(const typename C::In* x, typename C::Out* q, float* scale, int row
         else launch_held<C, kWarpNV, 32>(x, q, scale, rows, cols);
     } else if (cols <= kWarpRowMax) {
         const int per_block = kThreads / 32;
-        rows_by_warp<C><<<(rows + per_block - 1) / per_block, kThreads>>>(x, q, scale, rows, cols, vec);
+        rows_by_warp<C><<<(rows + per_block - 1) / per_block, kThreads>>>(x, q, scale, rows, cols);
     } else if (vec && vecs <= kThreads * 4) {
         launch_held<C, 4, kThreads>(x, q, scale, rows, cols);
     } else if (vec && vecs <= kThreads * 8) {
