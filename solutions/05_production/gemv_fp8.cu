@@ -18,14 +18,17 @@
 // of 73% (M = 16).
 //
 // What is left at N = 8192 (64 MB of W, one call with L2 cold, about 20 us): reading W alone, with
-// no arithmetic, reaches 82% of copy bandwidth in the one-token kernel's order and 81% in the
-// tensor-core kernel's (with the L2 hint below); 85% in the best order measured, a block reading
-// whole rows with many rows in flight. The kernels reach 76% and 71% in a grading: at this size a
-// few hundred nanoseconds of start and finish are several per cent. Tried and slower here: the bulk
-// copy engine feeding shared memory (a 512-byte copy per row costs more than its bytes); the
-// whole-row order as a kernel (one block a multiprocessor, x in registers); prefetching the next
-// step (the registers cost blocks); converting e4m3 with integer operations instead of the hardware
-// conversion.
+// no arithmetic, reaches 84 to 86% of copy bandwidth in the one-token kernel's order and 81% in the
+// tensor-core kernel's (with the L2 hint below). The kernels reach 79% and 73% in a grading. At one
+// token the gap is the arithmetic: its warps issue an instruction on 56% of a scheduler's cycles
+// (Nsight Compute), the pass that only reads on 9%. Tried and slower here: the bulk copy engine
+// feeding shared memory (a 512-byte copy per row costs more than its bytes); cp.async pipelines of 3
+// to 6 steps in shared memory (64% instead of 72% at 16 tokens); the whole-row order as a kernel (one
+// block a multiprocessor, x in registers); the next step's W in registers in the tensor-core kernel
+// (no gain once its registers are held to 64, fewer blocks otherwise); x prefetched into L1 a step
+// ahead (prefetch.global.L1: 46% at 16 tokens); each warp starting at a different k, to spread the
+// rows read at once over more DRAM pages (68% instead of 73% at 16 tokens); converting e4m3 with
+// integer operations instead of the hardware conversion.
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -55,6 +58,11 @@ gemv_fp8_rows(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W
     for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[m][r] = 0.0f;
+    // The scales are read now, not after the loop: their latency then overlaps the loads of W
+    // instead of adding to the kernel's end, when nothing else is left in flight.
+    float sc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) sc[r] = scale[min(n0 + r, N - 1)];
 
     for (int k = lane * kVec; k < K; k += 32 * kVec) {
         float w[R][kVec];
@@ -104,7 +112,78 @@ gemv_fp8_rows(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W
 #pragma unroll
         for (int r = 0; r < R; ++r)
             if (lane == (m * R + r) % 32 && n0 + r < N)
-                y[(size_t)m * N + n0 + r] = __float2bfloat16(acc[m][r] * scale[n0 + r]);
+                y[(size_t)m * N + n0 + r] = __float2bfloat16(acc[m][r] * sc[r]);
+}
+
+// One token when N leaves too few rows for four a warp: the same order as gemv_fp8_rows<1, 2>, with
+// the loads of the next step (W and x) issued before the arithmetic of this one. At one token the
+// arithmetic per byte is the largest (each e4m3 costs a conversion and an FMA, with few loads to
+// share it), so without this a warp's loads wait for its own arithmetic: 79% of copy instead of 77%
+// at N = 8192 (one run of both). A step covers 512 k of every row; the lanes past K in the last
+// step load zeros and add nothing. Rows past N read row N - 1, whose sums are never written.
+template <int R>
+__global__ void __launch_bounds__(kThreads, 1)
+gemv_fp8_one(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W, const float* __restrict__ scale,
+             __nv_bfloat16* __restrict__ y, int N, int K) {
+    const int lane = threadIdx.x & 31;
+    const int n0 = ((blockIdx.x * kThreads + threadIdx.x) >> 5) * R;
+    if (n0 >= N) return;
+    float acc[R], sc[R];
+    const uint8_t* wrow[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        acc[r] = 0.0f;
+        sc[r] = scale[min(n0 + r, N - 1)];
+        wrow[r] = W + (size_t)min(n0 + r, N - 1) * K;
+    }
+    const int steps = (K + 32 * kVec - 1) / (32 * kVec);
+    uint4 w[R], xlo, xhi;
+    auto load = [&](int step, uint4 (&wv)[R], uint4& lo, uint4& hi) {
+        const int k = step * 32 * kVec + lane * kVec;
+        const bool in = k < K;
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            wv[r] = in ? __ldg(reinterpret_cast<const uint4*>(wrow[r] + k)) : make_uint4(0, 0, 0, 0);
+        lo = in ? __ldg(reinterpret_cast<const uint4*>(x + k)) : make_uint4(0, 0, 0, 0);
+        hi = in ? __ldg(reinterpret_cast<const uint4*>(x + k) + 1) : make_uint4(0, 0, 0, 0);
+    };
+    load(0, w, xlo, xhi);
+    for (int i = 0; i < steps; ++i) {
+        uint4 wn[R], xlon, xhin;
+        load(i + 1, wn, xlon, xhin);          // past the last step: k >= K, nothing is read
+        const __nv_bfloat162* h0 = reinterpret_cast<const __nv_bfloat162*>(&xlo);
+        const __nv_bfloat162* h1 = reinterpret_cast<const __nv_bfloat162*>(&xhi);
+        float xv[kVec];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float2 a = __bfloat1622float2(h0[j]), b = __bfloat1622float2(h1[j]);
+            xv[2 * j] = a.x;
+            xv[2 * j + 1] = a.y;
+            xv[8 + 2 * j] = b.x;
+            xv[8 + 2 * j + 1] = b.y;
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const unsigned short* pairs = reinterpret_cast<const unsigned short*>(&w[r]);
+#pragma unroll
+            for (int j = 0; j < kVec / 2; ++j) {
+                const float2 f = e4m3x2_to_float2(pairs[j]);
+                acc[r] = fmaf(xv[2 * j], f.x, acc[r]);
+                acc[r] = fmaf(xv[2 * j + 1], f.y, acc[r]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) w[r] = wn[r];
+        xlo = xlon;
+        xhi = xhin;
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+        if (lane == r && n0 + r < N) y[n0 + r] = __float2bfloat16(acc[r] * sc[r]);
 }
 
 // 2 to 16 tokens on the tensor cores: mma.sync m16n8k16 (bf16 in, float32 sums) with 16 rows of
@@ -179,6 +258,12 @@ gemv_fp8_mma(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W,
 #pragma unroll
         for (int tt = 0; tt < TT; ++tt) c[i][tt][0] = c[i][tt][1] = c[i][tt][2] = c[i][tt][3] = 0.0f;
 
+    // The scale of the one row this thread finishes (below: row e % kRows for e = threadIdx.x + j
+    // kThreads, the same row for every j since kRows divides kThreads), read before the loop, not
+    // after it. Measured: 73% of copy instead of 72% at N = 8192 in two runs of both, no change at
+    // N = 28672.
+    static_assert(kThreads % kRows == 0, "each thread finishes rows of one index");
+    const float row_scale = scale[min(nb + (int)threadIdx.x % kRows, N - 1)];
     const int steps = K / kStepK;
     for (int s = warp; s < steps; s += kMmaWarps) {
         const int k = s * kStepK;
@@ -229,7 +314,7 @@ gemv_fp8_mma(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W,
         float sum = 0.0f;
 #pragma unroll
         for (int v = 0; v < kMmaWarps; ++v) sum += partial[v][r][token];
-        y[(size_t)token * N + nb + r] = __float2bfloat16(sum * scale[nb + r]);
+        y[(size_t)token * N + nb + r] = __float2bfloat16(sum * row_scale);
     }
 }
 
@@ -264,11 +349,19 @@ void launch_rows(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const float* sc
         x, reinterpret_cast<const uint8_t*>(W), scale, y, N, K);
 }
 
-// One token: four rows a warp when that still leaves four blocks a multiprocessor, else two.
+// One token: four rows a warp when that still leaves four blocks a multiprocessor; else two, with the
+// next step's loads in flight during this one's arithmetic. (Not in the four-row kernel: there the
+// registers it takes leave two blocks a multiprocessor instead of four, and it measured 90% of copy at
+// N = 28672 against 96% without.)
 void launch_one(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const float* scale, __nv_bfloat16* y, int N,
                 int K) {
-    if (N >= 4 * sm_count() * (kThreads / 32) * 4) launch_rows<1, 4>(x, W, scale, y, N, K);
-    else launch_rows<1, 2>(x, W, scale, y, N, K);
+    if (N >= 4 * sm_count() * (kThreads / 32) * 4) {
+        launch_rows<1, 4>(x, W, scale, y, N, K);
+        return;
+    }
+    constexpr int kRowsPerBlock = (kThreads / 32) * 2;
+    gemv_fp8_one<2><<<(N + kRowsPerBlock - 1) / kRowsPerBlock, kThreads>>>(
+        x, reinterpret_cast<const uint8_t*>(W), scale, y, N, K);
 }
 
 // Few tokens: two rows per warp keep more of W in flight; many: four rows share each load of x.
