@@ -45,6 +45,20 @@ __device__ __forceinline__ float2 e4m3x2_to_float2(unsigned short v) {
     return __half22float2(__half2(h));
 }
 
+// 16 consecutive bf16 (two 16-byte loads) as floats, in order.
+__device__ __forceinline__ void bf16x16_to_float(const uint4& lo, const uint4& hi, float (&xv)[kVec]) {
+    const __nv_bfloat162* h0 = reinterpret_cast<const __nv_bfloat162*>(&lo);
+    const __nv_bfloat162* h1 = reinterpret_cast<const __nv_bfloat162*>(&hi);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float2 a = __bfloat1622float2(h0[j]), b = __bfloat1622float2(h1[j]);
+        xv[2 * j] = a.x;
+        xv[2 * j + 1] = a.y;
+        xv[8 + 2 * j] = b.x;
+        xv[8 + 2 * j + 1] = b.y;
+    }
+}
+
 template <int MT, int R>
 __global__ void __launch_bounds__(kThreads, 1)
 gemv_fp8_rows(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W, const float* __restrict__ scale,
@@ -81,18 +95,8 @@ gemv_fp8_rows(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
             const uint4* xp = reinterpret_cast<const uint4*>(x + (size_t)m * K + k);
-            const uint4 lo = __ldg(xp), hi = __ldg(xp + 1);
-            const __nv_bfloat162* h0 = reinterpret_cast<const __nv_bfloat162*>(&lo);
-            const __nv_bfloat162* h1 = reinterpret_cast<const __nv_bfloat162*>(&hi);
             float xv[kVec];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const float2 a = __bfloat1622float2(h0[j]), b = __bfloat1622float2(h1[j]);
-                xv[2 * j] = a.x;
-                xv[2 * j + 1] = a.y;
-                xv[8 + 2 * j] = b.x;
-                xv[8 + 2 * j + 1] = b.y;
-            }
+            bf16x16_to_float(__ldg(xp), __ldg(xp + 1), xv);
 #pragma unroll
             for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -151,17 +155,8 @@ gemv_fp8_one(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W,
     for (int i = 0; i < steps; ++i) {
         uint4 wn[R], xlon, xhin;
         load(i + 1, wn, xlon, xhin);          // past the last step: k >= K, nothing is read
-        const __nv_bfloat162* h0 = reinterpret_cast<const __nv_bfloat162*>(&xlo);
-        const __nv_bfloat162* h1 = reinterpret_cast<const __nv_bfloat162*>(&xhi);
         float xv[kVec];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const float2 a = __bfloat1622float2(h0[j]), b = __bfloat1622float2(h1[j]);
-            xv[2 * j] = a.x;
-            xv[2 * j + 1] = a.y;
-            xv[8 + 2 * j] = b.x;
-            xv[8 + 2 * j + 1] = b.y;
-        }
+        bf16x16_to_float(xlo, xhi, xv);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             const unsigned short* pairs = reinterpret_cast<const unsigned short*>(&w[r]);
