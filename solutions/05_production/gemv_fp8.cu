@@ -19,15 +19,16 @@
 //
 // What is left at N = 8192 (64 MB of W, one call with L2 cold, about 20 us): reading W alone, with
 // no arithmetic, reaches 84 to 86% of copy bandwidth in the one-token kernel's order and 81% in the
-// tensor-core kernel's (with the L2 hint below). The kernels reach 79% and 73% in a grading. At one
-// token the gap is the arithmetic: its warps issue an instruction on 56% of a scheduler's cycles
-// (Nsight Compute), the pass that only reads on 9%. Tried and slower here: the bulk copy engine
+// tensor-core kernel's (with the L2 hint below); a cudaMemcpy moving as many bytes, 89%. The kernels
+// reach 81% and 72% in a grading. Both are sensitive to how a warp's loads reach DRAM: at one token,
+// loading four steps of a row together gained 3 points (gemv_fp8_one below). At 16 tokens nothing
+// that changes when W is loaded has helped: the next step's W in registers (two register sets, no
+// copies), two to four steps loaded together, wider loads per lane, 4 warps a block with more in
+// flight each, all measured 50 to 68% against 72%. Also tried and slower there: the bulk copy engine
 // feeding shared memory (a 512-byte copy per row costs more than its bytes); cp.async pipelines of 3
-// to 6 steps in shared memory (64% instead of 72% at 16 tokens); the whole-row order as a kernel (one
-// block a multiprocessor, x in registers); the next step's W in registers in the tensor-core kernel
-// (no gain once its registers are held to 64, fewer blocks otherwise); x prefetched into L1 a step
-// ahead (prefetch.global.L1: 46% at 16 tokens); each warp starting at a different k, to spread the
-// rows read at once over more DRAM pages (68% instead of 73% at 16 tokens); converting e4m3 with
+// to 6 steps in shared memory (64%); the whole-row order as a kernel (one block a multiprocessor, x
+// in registers); x prefetched into L1 a step ahead (prefetch.global.L1: 46%); each warp starting at
+// a different k, to spread the rows read at once over more DRAM pages (68%); converting e4m3 with
 // integer operations instead of the hardware conversion.
 #include <cstdint>
 #include <cuda_bf16.h>
@@ -119,58 +120,71 @@ gemv_fp8_rows(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W
                 y[(size_t)m * N + n0 + r] = __float2bfloat16(acc[m][r] * sc[r]);
 }
 
-// One token when N leaves too few rows for four a warp: the same order as gemv_fp8_rows<1, 2>, with
-// the loads of the next step (W and x) issued before the arithmetic of this one. At one token the
-// arithmetic per byte is the largest (each e4m3 costs a conversion and an FMA, with few loads to
-// share it), so without this a warp's loads wait for its own arithmetic: 79% of copy instead of 77%
-// at N = 8192 (one run of both). A step covers 512 k of every row; the lanes past K in the last
-// step load zeros and add nothing. Rows past N read row N - 1, whose sums are never written.
+// One token when N leaves too few rows for four a warp: the same order as gemv_fp8_rows<1, 2>, but a
+// warp loads four steps of its two rows at once (2 KB of each row, 8 loads a lane), then sums them.
+// A step covers 512 k of every row; the lanes past K load zeros and add nothing. Rows past N read row
+// N - 1, whose sums are never written.
+//
+// At one token the arithmetic per byte is the largest (each e4m3 costs a conversion and an FMA, with
+// few loads to share it), so a warp that loads one step and then sums it leaves DRAM idle while it
+// works. Measured at N = 8192, % of copy:
+// - one step at a time, the next step's loads issued before this one's sums and "w = next" at the
+//   end of the loop: 77 to 78%. The compiler copies the registers that the next loads write into,
+//   and a copy waits for its load, so the warp stalls at the end of every step all the same;
+// - the same with two register sets that trade roles (no copies): 78.7 and 77.5% in two runs;
+// - four steps loaded together (this kernel): 80.4 and 78.9% in the same two runs, and 79.8 against
+//   76.8% for the first form in a third. A pass that only reads, in the same order, gains the same
+//   way with the steps it loads together: 79, 82, 84.5 and 83% for 1, 2, 4 and 8;
+// - keeping more in flight measured worse: the next four steps loaded during these (78%), three or
+//   four steps in a ring of register sets (74 to 75%).
+// The 4 of __launch_bounds__ holds the kernel to 64 registers (it takes them all, without spilling):
+// four blocks a multiprocessor, so that every block of an 8192-row W runs at once.
 template <int R>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, 4)
 gemv_fp8_one(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ W, const float* __restrict__ scale,
              __nv_bfloat16* __restrict__ y, int N, int K) {
+    constexpr int kBatch = 4;                           // steps loaded together
+    constexpr int kStep = 32 * kVec;                    // k a step covers
     const int lane = threadIdx.x & 31;
     const int n0 = ((blockIdx.x * kThreads + threadIdx.x) >> 5) * R;
     if (n0 >= N) return;
     float acc[R], sc[R];
-    const uint8_t* wrow[R];
+    const uint8_t* wlane[R];                            // this lane's 16 bytes of each row, first step
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         acc[r] = 0.0f;
         sc[r] = scale[min(n0 + r, N - 1)];
-        wrow[r] = W + (size_t)min(n0 + r, N - 1) * K;
+        wlane[r] = W + (size_t)min(n0 + r, N - 1) * K + lane * kVec;
     }
-    const int steps = (K + 32 * kVec - 1) / (32 * kVec);
-    uint4 w[R], xlo, xhi;
-    auto load = [&](int step, uint4 (&wv)[R], uint4& lo, uint4& hi) {
-        const int k = step * 32 * kVec + lane * kVec;
-        const bool in = k < K;
+    const int batches = (K + kBatch * kStep - 1) / (kBatch * kStep);
+    for (int b = 0; b < batches; ++b) {
+        uint4 w[kBatch][R];
 #pragma unroll
-        for (int r = 0; r < R; ++r)
-            wv[r] = in ? __ldg(reinterpret_cast<const uint4*>(wrow[r] + k)) : make_uint4(0, 0, 0, 0);
-        lo = in ? __ldg(reinterpret_cast<const uint4*>(x + k)) : make_uint4(0, 0, 0, 0);
-        hi = in ? __ldg(reinterpret_cast<const uint4*>(x + k) + 1) : make_uint4(0, 0, 0, 0);
-    };
-    load(0, w, xlo, xhi);
-    for (int i = 0; i < steps; ++i) {
-        uint4 wn[R], xlon, xhin;
-        load(i + 1, wn, xlon, xhin);          // past the last step: k >= K, nothing is read
-        float xv[kVec];
-        bf16x16_to_float(xlo, xhi, xv);
+        for (int u = 0; u < kBatch; ++u) {
+            const int k0 = (b * kBatch + u) * kStep;
+            const bool in = k0 + lane * kVec < K;
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const unsigned short* pairs = reinterpret_cast<const unsigned short*>(&w[r]);
-#pragma unroll
-            for (int j = 0; j < kVec / 2; ++j) {
-                const float2 f = e4m3x2_to_float2(pairs[j]);
-                acc[r] = fmaf(xv[2 * j], f.x, acc[r]);
-                acc[r] = fmaf(xv[2 * j + 1], f.y, acc[r]);
-            }
+            for (int r = 0; r < R; ++r)
+                w[u][r] = in ? __ldg(reinterpret_cast<const uint4*>(wlane[r] + k0)) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
-        for (int r = 0; r < R; ++r) w[r] = wn[r];
-        xlo = xlon;
-        xhi = xhin;
+        for (int u = 0; u < kBatch; ++u) {
+            const int k = (b * kBatch + u) * kStep + lane * kVec;
+            const bool in = k < K;
+            const uint4* xp = reinterpret_cast<const uint4*>(x + k);
+            float xv[kVec];
+            bf16x16_to_float(in ? __ldg(xp) : make_uint4(0, 0, 0, 0), in ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0), xv);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const unsigned short* pairs = reinterpret_cast<const unsigned short*>(&w[u][r]);
+#pragma unroll
+                for (int j = 0; j < kVec / 2; ++j) {
+                    const float2 f = e4m3x2_to_float2(pairs[j]);
+                    acc[r] = fmaf(xv[2 * j], f.x, acc[r]);
+                    acc[r] = fmaf(xv[2 * j + 1], f.y, acc[r]);
+                }
+            }
+        }
     }
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -344,10 +358,10 @@ void launch_rows(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const float* sc
         x, reinterpret_cast<const uint8_t*>(W), scale, y, N, K);
 }
 
-// One token: four rows a warp when that still leaves four blocks a multiprocessor; else two, with the
-// next step's loads in flight during this one's arithmetic. (Not in the four-row kernel: there the
-// registers it takes leave two blocks a multiprocessor instead of four, and it measured 90% of copy at
-// N = 28672 against 96% without.)
+// One token: four rows a warp when that still leaves four blocks a multiprocessor; else two, four
+// steps loaded at a time (gemv_fp8_one). (The four-row kernel with the next step's loads in flight took
+// registers that left two blocks a multiprocessor instead of four, and measured 90% of copy at
+// N = 28672 against 96% without; it reaches 95 to 97% there as it is.)
 void launch_one(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const float* scale, __nv_bfloat16* y, int N,
                 int K) {
     if (N >= 4 * sm_count() * (kThreads / 32) * 4) {
