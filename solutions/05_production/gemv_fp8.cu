@@ -29,7 +29,18 @@
 // to 6 steps in shared memory (64%); the whole-row order as a kernel (one block a multiprocessor, x
 // in registers); x prefetched into L1 a step ahead (prefetch.global.L1: 46%); each warp starting at
 // a different k, to spread the rows read at once over more DRAM pages (68%); converting e4m3 with
-// integer operations instead of the hardware conversion.
+// integer operations instead of the hardware conversion; each warp copying 512 bytes of each of 16
+// rows into shared memory with cp.async and reading its fragments back (42 to 54%: the loads of x,
+// left in the loop, then wait on every step).
+//
+// What sets the 16-token time at N = 8192 is the kernel itself, not DRAM: with the loads of W pointed
+// at the first 512 bytes of each row, so that nearly all of them hit in L2, it still takes 20.1 us
+// (80% of copy if it had read all of W), against 22.0 us as it is; without the traffic of x (each
+// warp rereading one piece) it gains 3 points, without the conversions 1. A warp makes 16 steps in a
+// row, each waiting for its 1 KB of W: 32 KB in flight a multiprocessor. (At N = 28672, with four
+// tiles of rows a block, the same L2 test runs at the speed of a pure read: there DRAM sets the time.)
+// More in flight needs W to wait somewhere other than registers: shared memory, filled
+// asynchronously, with x staged beside it.
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
