@@ -35,12 +35,15 @@
 //
 // What sets the 16-token time at N = 8192 is the kernel itself, not DRAM: with the loads of W pointed
 // at the first 512 bytes of each row, so that nearly all of them hit in L2, it still takes 20.1 us
-// (80% of copy if it had read all of W), against 22.0 us as it is; without the traffic of x (each
-// warp rereading one piece) it gains 3 points, without the conversions 1. A warp makes 16 steps in a
-// row, each waiting for its 1 KB of W: 32 KB in flight a multiprocessor. (At N = 28672, with four
-// tiles of rows a block, the same L2 test runs at the speed of a pure read: there DRAM sets the time.)
-// More in flight needs W to wait somewhere other than registers: shared memory, filled
-// asynchronously, with x staged beside it.
+// (80% of copy if it had read all of W), against 22.0 us as it is. With every load of x pointed at
+// one piece (which stays in L1) it gains 3 points; without the conversions, 1. A warp makes 16 steps
+// in a row, each waiting for its 1 KB of W: 32 KB in flight a multiprocessor. (At N = 28672, with
+// four tiles of rows a block, the same L2 test runs at the speed of a pure read: DRAM sets the time.)
+// More in flight needs W to wait somewhere other than registers, but shared memory alone did not do
+// it: W and x both copied in by cp.async, 2 to 8 stages a warp, measured 49 to 61% (and 29% with x
+// copied past L1). x is the cost: at 16 tokens a warp reads twice as many bytes of x as of W, and
+// each piece of x serves only the 16 rows of one warp. A block whose warps share each staged piece
+// of x among many more rows, with K split across blocks to keep enough of them, is what is left.
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
