@@ -24,7 +24,7 @@
 // loading four steps of a row together gained 3 points (gemv_fp8_one below). At 16 tokens nothing
 // that changes when W is loaded has helped: the next step's W in registers (two register sets, no
 // copies), two to four steps loaded together, wider loads per lane, 4 warps a block with more in
-// flight each, all measured 50 to 68% against 72%. Also tried and slower there: the bulk copy engine
+// flight each, all measured 44 to 68% against 72%. Also tried and slower there: the bulk copy engine
 // feeding shared memory (a 512-byte copy per row costs more than its bytes); cp.async pipelines of 3
 // to 6 steps in shared memory (64%); the whole-row order as a kernel (one block a multiprocessor, x
 // in registers); x prefetched into L1 a step ahead (prefetch.global.L1: 46%); each warp starting at
