@@ -14,9 +14,13 @@
 //     lane converting its e4m3 values (__nv_cvt_fp8x2_to_halfraw2, then to float) and multiplying
 //     them by all M rows of x. x is small (M x K x 2 bytes): it stays in L1 and L2.
 //   * Sum across the warp with shuffles, multiply by scale[n] once, write y.
+//   * Keep DRAM busy while a warp converts and multiplies: load a few steps of its rows (several
+//     16-byte loads a lane) before summing any of them. Check in the SASS that the loaded registers
+//     are used where they are, not copied first: a register copy waits for the load that writes it.
 //   * At M = 16 a float32 FMA per weight per token is 16 FMAs per byte read: more than the FP32
-//     units can keep up with at full bandwidth. mma.sync (f16 after the conversion) does them on
-//     the tensor cores.
+//     units can keep up with at full bandwidth. mma.sync with bf16 operands does them on the tensor
+//     cores: x already is bf16, and every e4m3 value is exact in bf16 (f16 would be exact for W
+//     too, but not wide enough for every bf16 x).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
