@@ -366,12 +366,17 @@ int sm_count() {
     return sms;
 }
 
+// Blocks for N rows when each warp of a block owns R of them (the CUDA-core kernels).
+template <int R>
+unsigned row_blocks(int N) {
+    constexpr int kRowsPerBlock = (kThreads / 32) * R;
+    return (N + kRowsPerBlock - 1) / kRowsPerBlock;
+}
+
 template <int MT, int R>
 void launch_rows(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const float* scale, __nv_bfloat16* y, int N,
                  int K) {
-    const int rows_per_block = (kThreads / 32) * R;
-    gemv_fp8_rows<MT, R><<<(N + rows_per_block - 1) / rows_per_block, kThreads>>>(
-        x, reinterpret_cast<const uint8_t*>(W), scale, y, N, K);
+    gemv_fp8_rows<MT, R><<<row_blocks<R>(N), kThreads>>>(x, reinterpret_cast<const uint8_t*>(W), scale, y, N, K);
 }
 
 // One token: four rows a warp when that still leaves four blocks a multiprocessor; else two, four
@@ -384,9 +389,7 @@ void launch_one(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const float* sca
         launch_rows<1, 4>(x, W, scale, y, N, K);
         return;
     }
-    constexpr int kRowsPerBlock = (kThreads / 32) * 2;
-    gemv_fp8_one<2><<<(N + kRowsPerBlock - 1) / kRowsPerBlock, kThreads>>>(
-        x, reinterpret_cast<const uint8_t*>(W), scale, y, N, K);
+    gemv_fp8_one<2><<<row_blocks<2>(N), kThreads>>>(x, reinterpret_cast<const uint8_t*>(W), scale, y, N, K);
 }
 
 // Few tokens: two rows per warp keep more of W in flight; many: four rows share each load of x.
