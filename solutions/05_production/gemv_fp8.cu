@@ -42,8 +42,22 @@
 // More in flight needs W to wait somewhere other than registers, but shared memory alone did not do
 // it: W and x both copied in by cp.async, 2 to 8 stages a warp, measured 49 to 61% (and 29% with x
 // copied past L1). x is the cost: at 16 tokens a warp reads twice as many bytes of x as of W, and
-// each piece of x serves only the 16 rows of one warp. A block whose warps share each staged piece
-// of x among many more rows, with K split across blocks to keep enough of them, is what is left.
+// each piece of x serves only the 16 rows of one warp. Sharing x among more rows measured slower
+// still (% of copy at N = 8192, 16 tokens, each against this kernel in the same run):
+// - 128 rows a block, K split over a cluster of 8 blocks that add their sums through distributed
+//   shared memory: 28 to 36%. Only 62 clusters of 8 fit at once (two waves for 512 blocks), and
+//   each row is read at 8 places at once;
+// - 64 rows a block, W and x copied into shared memory by cp.async in stages of 512 k, 3 to 7
+//   stages, 8 or 16 warps: 60 to 65%, whether or not each block starts at a different stage (32 rows
+//   a block: 52 to 55%);
+// - two or four tiles of 16 rows a warp (x shared by 32 or 64 rows): 45 to 62%, with the sums added
+//   by shared-memory atomics (that ending alone measured 64% with one tile a warp);
+// - two steps of W in flight a warp, in two register sets, still four blocks a multiprocessor
+//   (63 registers): 69%;
+// - W prefetched into L2 a few steps ahead (cp.async.bulk.prefetch.L2, prefetch.global.L2): 49 to 55%.
+// Nsight Compute on this kernel: L1 throughput 76 to 78% of its peak (91% with W served from L2),
+// DRAM 66%. Each fragment load of mma.sync touches 8 rows of W or 8 tokens of x, that is 8 cache
+// lines: the likely limit is the L1 work per byte that this shape of kernel asks for.
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
