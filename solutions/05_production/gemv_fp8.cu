@@ -42,14 +42,18 @@
 // More in flight needs W to wait somewhere other than registers, but shared memory alone did not do
 // it: W and x both copied in by cp.async, 2 to 8 stages a warp, measured 49 to 61% (and 29% with x
 // copied past L1). x is the cost: at 16 tokens a warp reads twice as many bytes of x as of W, and
-// each piece of x serves only the 16 rows of one warp. Sharing x among more rows measured slower
-// still (% of copy at N = 8192, 16 tokens, each against this kernel in the same run):
+// each piece of x serves only the 16 rows of one warp. Sharing x among more rows, or reading it in
+// whole lines, measured slower still (% of copy at N = 8192, 16 tokens, each against this kernel in
+// the same run):
 // - 128 rows a block, K split over a cluster of 8 blocks that add their sums through distributed
 //   shared memory: 28 to 36%. Only 62 clusters of 8 fit at once (two waves for 512 blocks), and
 //   each row is read at 8 places at once;
 // - 64 rows a block, W and x copied into shared memory by cp.async in stages of 512 k, 3 to 7
 //   stages, 8 or 16 warps: 60 to 65%, whether or not each block starts at a different stage (32 rows
 //   a block: 52 to 55%);
+// - W loaded as here, but each round's x (16 tokens x 512 k) copied into shared memory by the whole
+//   block with cp.async, two buffers, one barrier a round, so that x is read in whole lines: 40 to
+//   56% (31% with x copied past L1);
 // - two or four tiles of 16 rows a warp (x shared by 32 or 64 rows): 45 to 62%, with the sums added
 //   by shared-memory atomics (that ending alone measured 64% with one tile a warp);
 // - two steps of W in flight a warp, in two register sets, still four blocks a multiprocessor
