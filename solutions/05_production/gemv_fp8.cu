@@ -54,6 +54,8 @@
 // - W loaded as here, but each round's x (16 tokens x 512 k) copied into shared memory by the whole
 //   block with cp.async, two buffers, one barrier a round, so that x is read in whole lines: 40 to
 //   56% (31% with x copied past L1);
+// - x read in whole 32-byte sectors (lane t taking k 8t.. and 32 + 8t.. of a step), which puts W in
+//   8-byte loads, twice as many of them, each still touching 8 rows: 52% (84% -> 53% at N = 28672);
 // - two or four tiles of 16 rows a warp (x shared by 32 or 64 rows): 45 to 62%, with the sums added
 //   by shared-memory atomics (that ending alone measured 64% with one tile a warp);
 // - two steps of W in flight a warp, in two register sets, still four blocks a multiprocessor
@@ -61,7 +63,8 @@
 // - W prefetched into L2 a few steps ahead (cp.async.bulk.prefetch.L2, prefetch.global.L2): 49 to 55%.
 // Nsight Compute on this kernel: L1 throughput 76 to 78% of its peak (91% with W served from L2),
 // DRAM 66%. Each fragment load of mma.sync touches 8 rows of W or 8 tokens of x, that is 8 cache
-// lines: the likely limit is the L1 work per byte that this shape of kernel asks for.
+// lines, and the sector variant above shows the count of such loads costing more than the bytes
+// they bring: the likely limit is the L1 work per byte that this shape of kernel asks for.
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
