@@ -23,8 +23,8 @@
 // reach 81% and 72% in a grading. Both are sensitive to how a warp's loads reach DRAM: at one token,
 // loading four steps of a row together gained 3 points (gemv_fp8_one below). At 16 tokens nothing
 // that changes when W is loaded has helped: the next step's W in registers (two register sets, no
-// copies), two to four steps loaded together, wider loads per lane, 4 warps a block with more in
-// flight each, all measured 44 to 68% against 72%. Also tried and slower there: the bulk copy engine
+// copies, even at four blocks a multiprocessor in 63 registers), two to four steps loaded together,
+// wider loads per lane, 4 warps a block with more in flight each, all measured 44 to 69% against 72%. Also tried and slower there: the bulk copy engine
 // feeding shared memory (a 512-byte copy per row costs more than its bytes); cp.async pipelines of 3
 // to 6 steps in shared memory (64%); the whole-row order as a kernel (one block a multiprocessor, x
 // in registers); x prefetched into L1 a step ahead (prefetch.global.L1: 46%); each warp starting at
@@ -58,8 +58,6 @@
 //   8-byte loads, twice as many of them, each still touching 8 rows: 52% (84% -> 53% at N = 28672);
 // - two or four tiles of 16 rows a warp (x shared by 32 or 64 rows): 45 to 62%, with the sums added
 //   by shared-memory atomics (that ending alone measured 64% with one tile a warp);
-// - two steps of W in flight a warp, in two register sets, still four blocks a multiprocessor
-//   (63 registers): 69%;
 // - W prefetched into L2 a few steps ahead (cp.async.bulk.prefetch.L2, prefetch.global.L2): 49 to 55%.
 // Nsight Compute on this kernel: L1 throughput 76 to 78% of its peak (91% with W served from L2),
 // DRAM 66%. Each fragment load of mma.sync touches 8 rows of W or 8 tokens of x, that is 8 cache
