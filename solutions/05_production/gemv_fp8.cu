@@ -19,16 +19,17 @@
 //
 // What is left at N = 8192 (64 MB of W, one call with L2 cold, about 20 us): reading W alone, with
 // no arithmetic, reaches 84 to 86% of copy bandwidth in the one-token kernel's order and 81% in the
-// tensor-core kernel's (with the L2 hint below); a cudaMemcpy moving as many bytes, 89%. The kernels
-// reach 81% and 72% in a grading. Both are sensitive to how a warp's loads reach DRAM: at one token,
-// loading four steps of a row together gained 3 points (gemv_fp8_one below). At 16 tokens nothing
-// that changes when W is loaded has helped: the next step's W in registers (two register sets, no
-// copies, even at four blocks a multiprocessor in 63 registers), two to four steps loaded together,
-// wider loads per lane, 4 warps a block with more in flight each, all measured 44 to 69% against 72%. Also tried and slower there: the bulk copy engine
-// feeding shared memory (a 512-byte copy per row costs more than its bytes); cp.async pipelines of 3
-// to 6 steps in shared memory (64%); the whole-row order as a kernel (one block a multiprocessor, x
-// in registers); x prefetched into L1 a step ahead (prefetch.global.L1: 46%); each warp starting at
-// a different k, to spread the rows read at once over more DRAM pages (68%); converting e4m3 with
+// tensor-core kernel's (with the L2 hint below); a cudaMemcpy moving as many bytes, 89%. The
+// kernels reach 81% and 72% in a grading. Both are sensitive to how a warp's loads reach DRAM: at
+// one token, loading four steps of a row together gained 3 points (gemv_fp8_one below). At 16
+// tokens nothing that changes when W is loaded has helped: the next step's W in registers (two
+// register sets, no copies, even at four blocks a multiprocessor in 63 registers), two to four
+// steps loaded together, wider loads per lane, 4 warps a block with more in flight each, all
+// measured 44 to 69% against 72%. Also tried and slower there: the bulk copy engine feeding shared
+// memory (a 512-byte copy per row costs more than its bytes); cp.async pipelines of 3 to 6 steps in
+// shared memory (64%); the whole-row order as a kernel (one block a multiprocessor, x in
+// registers); x prefetched into L1 a step ahead (prefetch.global.L1: 46%); each warp starting at a
+// different k, to spread the rows read at once over more DRAM pages (68%); converting e4m3 with
 // integer operations instead of the hardware conversion; each warp copying 512 bytes of each of 16
 // rows into shared memory with cp.async and reading its fragments back (42 to 54%: the loads of x,
 // left in the loop, then wait on every step).
@@ -62,18 +63,19 @@
 //   76%, four tiles 73 to 77%, against this kernel's 83%;
 // - W prefetched into L2 a few steps ahead (cp.async.bulk.prefetch.L2, prefetch.global.L2): 49 to 55%;
 // - no fragment loads at all: 64 rows a block, W and x brought into a shared-memory ring by the
-//   tensor copy engine (TMA, 128 k a stage, 6 to 16 stages, one producer thread), the products on
+//   tensor copy engine (TMA, 128 k a stage, 6 to 21 stages, one producer thread), the products on
 //   the FP8 tensor cores (wgmma m64n32k32, W as the 64-row operand). x becomes the other e4m3
 //   operand: each token's 128 k, times a power of two, split into hi = e4m3(v) and
-//   lo = e4m3(16 (v - hi)), which is exact for every value down to 2^-13 of the largest of them; the
-//   stage's sums are scaled back into float totals. 2 to 4 consumer warpgroups take the stages in turn. Five
-//   configurations measured 58 to 71% on the H200 (this kernel 74% in the same run), eight 73 to
-//   77% on an H100 (this kernel 80%). With consumers that only wait for each stage and release it,
-//   the ring itself streams W at 84 to 85% of copy on the H100: at 128 blocks the pipeline's own
-//   ceiling is not far above this kernel, and the consumers' work on each stage (the conversion,
-//   two barriers, the wgmma round trip) costs the rest. (With x loaded from global memory instead,
-//   56 to 68% against 72%: the fence.proxy.async that makes the converted x visible to wgmma
-//   compiles to MEMBAR.ALL.CTA, which waits for every load in flight, the next stages' x included.)
+//   lo = e4m3(16 (v - hi)), which is exact for every value down to 2^-13 of the largest of them;
+//   the stage's sums are scaled back into float totals. 2 to 4 consumer warpgroups take the stages
+//   in turn. Five configurations measured 58 to 71% on the H200 (this kernel 74% in the same run),
+//   eight 73 to 77% on an H100 (this kernel 80%). With consumers that only wait for each stage and
+//   release it, the ring itself streams W at 84 to 85% of copy on the H100: at 128 blocks the
+//   pipeline's own ceiling is not far above this kernel, and the consumers' work on each stage (the
+//   conversion, two barriers, the wgmma round trip) costs the rest. (With x loaded from global
+//   memory instead, 56 to 68% against 72%: the fence.proxy.async that makes the converted x visible
+//   to wgmma compiles to MEMBAR.ALL.CTA, which waits for every load in flight, the next stages' x
+//   included.)
 // Nsight Compute on this kernel: L1 throughput 76 to 78% of its peak (91% with W served from L2),
 // DRAM 66%. Each fragment load of mma.sync touches 8 rows of W or 8 tokens of x, that is 8 cache
 // lines, and the sector variant above shows the count of such loads costing more than the bytes
