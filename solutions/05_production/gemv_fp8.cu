@@ -56,11 +56,17 @@
 //   block with cp.async, two buffers, one barrier a round, so that x is read in whole lines: 40 to
 //   56% (31% with x copied past L1);
 // - x read in whole 32-byte sectors (lane t taking k 8t.. and 32 + 8t.. of a step), which puts W in
-//   8-byte loads, twice as many of them, each still touching 8 rows: 52% (84% -> 53% at N = 28672);
+//   8-byte loads, twice as many of them, each still touching 8 rows: 52% (84% -> 53% at N = 28672).
+//   With W kept in 16-byte loads and the two lanes of a pair trading 8 bytes of it by shuffles: 65%
+//   (59% at N = 28672) against 74%. With x rearranged beforehand into the order of the fragments,
+//   each warp's load of it 512 contiguous bytes: 72% with the rearranging kernel in the call
+//   (started early by programmatic dependent launch), and only 74.4% against 73.6% with it left out
+//   of the time altogether. How the loads of x fall on sectors and lines is not the limit;
 // - two or four tiles of 16 rows a warp (x shared by 32 or 64 rows): 45 to 62%, with the sums added
 //   by shared-memory atomics (that ending alone measured 64% with one tile a warp). With this
 //   kernel's ending instead, on an H100 in one run: two tiles with 8 warps a block 81%, with 16 warps
-//   76%, four tiles 73 to 77%, against this kernel's 83%;
+//   76%, four tiles 73 to 77%, against this kernel's 83%; on the H200, two tiles with 8 warps 70%
+//   against 73.6%;
 // - W prefetched into L2 a few steps ahead (cp.async.bulk.prefetch.L2, prefetch.global.L2): 49 to 55%;
 // - no fragment loads at all: 64 rows a block, W and x brought into a shared-memory ring by the
 //   tensor copy engine (TMA, 128 k a stage, 6 to 21 stages, one producer thread), the products on
