@@ -85,7 +85,9 @@
 // Nsight Compute on this kernel: L1 throughput 76 to 78% of its peak (91% with W served from L2),
 // DRAM 66%. Each fragment load of mma.sync touches 8 rows of W or 8 tokens of x, that is 8 cache
 // lines, and the sector variant above shows the count of such loads costing more than the bytes
-// they bring: the likely limit is the L1 work per byte that this shape of kernel asks for.
+// they bring: the likely limit is the L1 work per byte that this shape of kernel asks for. Not the
+// lines that x's loads touch, though: x in whole lines gained under a point (above). What is left
+// is W's loads, 8 rows each, and the work of each step between them.
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
