@@ -82,6 +82,14 @@
 //   memory instead, 56 to 68% against 72%: the fence.proxy.async that makes the converted x visible
 //   to wgmma compiles to MEMBAR.ALL.CTA, which waits for every load in flight, the next stages' x
 //   included.)
+// - W through a TMA ring of 64-row boxes (128 k a stage, 8 to 24 stages, 128-byte swizzle, so that
+//   each lane reads its 4 bytes of a row with one conflict-free LDS), into this kernel's mma.sync
+//   and its k order, x from global memory a few stages ahead. On an H100, in one run, against this
+//   kernel's 81%: with every warp taking a slice of every stage, 40 to 56% (a stage waits for the
+//   slowest warp's whole chain of wait, conversions and products); with warps taking whole stages
+//   in turn, 67% (Nsight Compute: the products waiting on x's loads, and on the ring). The ring
+//   alone, with consumers that only wait and release, streamed W at 80 to 84% of copy in two runs
+//   there: on the H100 it brings W in no faster than this kernel's loads do.
 // Nsight Compute on this kernel: L1 throughput 76 to 78% of its peak (91% with W served from L2),
 // DRAM 66%. Each fragment load of mma.sync touches 8 rows of W or 8 tokens of x, that is 8 cache
 // lines, and the sector variant above shows the count of such loads costing more than the bytes
