@@ -90,6 +90,11 @@
 //   in turn, 67% (Nsight Compute: the products waiting on x's loads, and on the ring). The ring
 //   alone, with consumers that only wait and release, streamed W at 80 to 84% of copy in two runs
 //   there: on the H100 it brings W in no faster than this kernel's loads do.
+// - 64 rows a block (four tiles a warp, x shared by 64 rows), so that a multiprocessor has 64 KB of
+//   W in flight instead of 32: with 16 warps a block (one block a multiprocessor at 128 registers),
+//   68.8%; with 8 warps a block and K split over a cluster of two blocks that add their sums through
+//   distributed shared memory, 70.0%; this kernel 74.6% in the same run, on an H100. Twice the
+//   bytes in flight did not help.
 // Nsight Compute on this kernel: L1 throughput 76 to 78% of its peak (91% with W served from L2),
 // DRAM 66%. Each fragment load of mma.sync touches 8 rows of W or 8 tokens of x, that is 8 cache
 // lines, and the sector variant above shows the count of such loads costing more than the bytes
