@@ -85,9 +85,9 @@
 // - W through a TMA ring of 64-row boxes (128 k a stage, 8 to 24 stages, 128-byte swizzle, so that
 //   each lane reads its 4 bytes of a row with one conflict-free LDS), into this kernel's mma.sync
 //   and its k order, x from global memory a few stages ahead. On an H100, in the same runs as this
-//   kernel (81%): with every warp taking a slice of every stage, 40 to 56% (likely: a stage waits for the
-//   slowest warp's whole chain of wait, conversions and products); with warps taking whole stages
-//   in turn, 67% (Nsight Compute: the products waiting on x's loads, and on the ring). The ring
+//   kernel (81%): with every warp taking a slice of every stage, 40 to 56% (likely: a stage waits
+//   for the slowest warp's whole chain of wait, conversions and products); with warps taking whole
+//   stages in turn, 67% (Nsight Compute: the products waiting on x's loads, and on the ring). The ring
 //   alone, with consumers that only wait and release, streamed W at 80 to 84% of copy in two runs
 //   there: on the H100 it brings W in no faster than this kernel's loads do.
 // - 64 rows a block (four tiles a warp, x shared by 64 rows), so that a multiprocessor has 64 KB of
