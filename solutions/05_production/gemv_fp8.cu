@@ -95,6 +95,27 @@
 //   68.8%; with 8 warps a block and K split over a cluster of two blocks that add their sums through
 //   distributed shared memory, 70.0%; this kernel 74.6% in the same run, on an H100. Twice the
 //   bytes in flight did not help.
+// - x kept in shared memory for the whole call: a cluster of two blocks (one a multiprocessor)
+//   splits K, each block holds its half of x (all tokens, padded rows, brought in by bulk copies in
+//   chunks) and owns 8 tiles of 16 rows, and the loop has no barrier. With W loaded as here: 74.4%
+//   against 74.5% in one H100 run, 60.0% against 72.9% in another. With W loaded row-wise (each
+//   16-byte load of a warp covering whole 128-byte lines of two or four rows) and rearranged into
+//   fragments through the warp's own shared buffer: 73.4 to 74.9% against 73.8 to 74.5%, also with
+//   x converted once to f16 (scaled by a power of two per token) so that W takes one conversion
+//   instruction instead of four. On the H100 the best of these, and this kernel, ran at the speed
+//   of a pass that only reads W (73%).
+// - The H200 limit measured directly, with every row index masked to the first 1024 rows (8 MB of
+//   W, which stays in L2), one run: this kernel 19.9 us (80% of copy had it read all of W), loads
+//   in its fragment order alone (no arithmetic) 20.9 us, the row-wise loads alone 17.5 us, the
+//   row-wise kernel with its rearranging and products 23.2 us, the 8-row loads with x resident
+//   28.1 us; the same run at full size, 22.5 us. On the H100 the masked times of this kernel (19.8 to 20.2 us) match, and the
+//   row-wise kernels take 26.5 to 26.8 us, with or without the conversions. So on the H200 the
+//   fragment loads themselves set this kernel's pace, and the one load order that is faster costs
+//   more to turn into fragments than it saves.
+// - W through TMA boxes of 128 rows x 128 k into a 5-stage ring, the products on the FP8 tensor
+//   cores (wgmma m64n32k32) against x converted once per block to e4m3 hi and lo parts: 43 to 44%
+//   on an H100 against 73 to 74%. The ring alone (no products) 73%, but 27.4 us with W in L2
+//   against this kernel's 19.8 us: the copy engine moves a box of 128 short rows slowly.
 // Nsight Compute on this kernel: L1 throughput 76 to 78% of its peak (91% with W served from L2),
 // DRAM 66%. Each fragment load of mma.sync touches 8 rows of W or 8 tokens of x, that is 8 cache
 // lines, and the sector variant above shows the count of such loads costing more than the bytes
