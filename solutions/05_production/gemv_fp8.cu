@@ -108,10 +108,10 @@
 //   W, which stays in L2), one run: this kernel 19.9 us (80% of copy had it read all of W), loads
 //   in its fragment order alone (no arithmetic) 20.9 us, the row-wise loads alone 17.5 us, the
 //   row-wise kernel with its rearranging and products 23.2 us, the x-resident kernel with this
-//   kernel's loads 28.1 us; the same run at full size, 22.5 us. On the H100 the masked times of this kernel (19.8
-//   to 20.2 us) match, and the row-wise kernels take 26.5 to 26.8 us, with or without the
-//   conversions. So on the H200 the fragment loads themselves set this kernel's pace, and the one
-//   load order that is faster costs more to turn into fragments than it saves.
+//   kernel's loads 28.1 us; the same run at full size, 22.5 us. On the H100 the masked times of
+//   this kernel (19.8 to 20.2 us) match, and the row-wise kernels take 26.5 to 26.8 us, with or
+//   without the conversions. So on the H200 the fragment loads themselves set this kernel's pace,
+//   and the one load order that is faster costs more to turn into fragments than it saves.
 // - W through TMA boxes of 128 rows x 128 k into a 5-stage ring, the products on the FP8 tensor
 //   cores (wgmma m64n32k32) against x converted once per block to e4m3 hi and lo parts: 43 to 44%
 //   on an H100 against 73 to 74%. The ring alone (no products) 73%, but 27.4 us with W in L2
