@@ -116,15 +116,16 @@
 //   cores (wgmma m64n32k32) against x converted once per block to e4m3 hi and lo parts: 43 to 44%
 //   on an H100 against 73 to 74%. The ring alone (no products) 73%, but 27.4 us with W in L2
 //   against this kernel's 19.8 us: the copy engine moves a box of 128 short rows slowly.
-// - The conversions are not the limit. Variants of this kernel in one H100 run (16 tokens,
-//   N = 8192), time with W held in L2, then % of copy with L2 cold: this kernel 21.4 us, 81%; its
-//   loads of W alone 15.9 us, 85%; f16 products against x scaled to f16 beforehand, so that a pair
-//   of W takes one conversion instruction instead of four, 20.5 us, 80% (the scaling pass adds
-//   3.1 us); e4m3 to bf16 through f16 and bit moves (one conversion, three integer operations, a
-//   multiply by 2^112), 25.0 us, 81%; through bit moves alone and a multiply by 2^120, 23.8 us,
-//   81%; tf32 products (x widened by shifts), 24.2 us, 80%. Nsight Compute with W in L2: L1 93% of
-//   its peak, the ALU pipe (which runs the conversions) 54%, issue 55%; with the conversions
-//   halved, L1 still 94%.
+// - The conversions are not the limit. Variants of this kernel in two H100 runs (16 tokens,
+//   N = 8192), time with W held in L2, then % of copy with L2 cold, each run's figure: this kernel
+//   21.4 and 23.5 us, 81 and 84%; its loads of W alone 15.9 and 18.2 us, 85 and 88%; f16 products
+//   against x scaled to f16 beforehand, so that a pair of W takes one conversion instruction
+//   instead of four, 20.5 and 22.6 us, 80 and 84% (the scaling pass adds 3.1 to 4.0 us); e4m3 to
+//   bf16 through f16 and bit moves (one conversion, three integer operations, a multiply by
+//   2^112), 25.0 and 27.1 us, 81 and 84%; through bit moves alone and a multiply by 2^120, 23.8
+//   and 25.6 us, 81 and 84%; tf32 products (x widened by shifts), 24.2 and 26.2 us, 80 and 83%.
+//   Nsight Compute with W in L2: L1 93% of its peak, the ALU pipe (which runs the conversions)
+//   54%, issue 55%; with the conversions halved, L1 still 94%.
 // Nsight Compute on this kernel: L1 throughput 76 to 78% of its peak (91% with W served from L2),
 // DRAM 66%. Each fragment load of mma.sync touches 8 rows of W or 8 tokens of x, that is 8 cache
 // lines, and the sector variant above shows the count of such loads costing more than the bytes
