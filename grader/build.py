@@ -23,7 +23,7 @@ from pathlib import Path
 
 DEFAULT_ARCH = "sm_90"
 COMPILE_TIMEOUT_S = 120.0          # S2S_COMPILE_TIMEOUT overrides, read at each compile
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
 
 
 class ToolchainError(Exception):
@@ -108,6 +108,8 @@ class BuildResult:
     cached: bool = False
     arch: str = ""
     error: str = ""                 # one-line summary when not ok
+    headers: list[str] = field(default_factory=list)   # every file the compiler read (nvcc -MD)
+    sha256: str = ""                # of the library, checked whenever the cache hands it out again
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -159,11 +161,15 @@ def compile_cuda(source: Path, arch: str, toolchain: Toolchain, *, display_root:
     if meta.is_file():
         try:
             result = BuildResult.from_dict(json.loads(meta.read_text()))
-            if result.library and Path(result.library).is_file():
+            # The entry's name is the hash of the source and flags, recomputed above; the library
+            # must still be the file that was built (a changed one is rebuilt, never trusted).
+            if (result.library and Path(result.library).is_file() and result.sha256
+                    and _sha256(Path(result.library)) == result.sha256):
                 result.cached, result.source = True, shown
                 return result
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, OSError):
             pass  # a damaged entry is rebuilt below
+        shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_dir.parent))
     try:
@@ -176,7 +182,8 @@ def _build(source: Path, shown: str, arch: str, toolchain: Toolchain, flags: lis
            tmp: Path, out_dir: Path) -> BuildResult:
     """nvcc into the fresh folder tmp; on success tmp becomes the cache entry out_dir."""
     library = tmp / "lib.so"
-    cmd = [str(toolchain.nvcc), *flags, "-o", str(library), str(source)]
+    deps = tmp / "deps.d"
+    cmd = [str(toolchain.nvcc), *flags, "-MD", "-MF", str(deps), "-o", str(library), str(source)]
     start = time.perf_counter()
     try:
         # The compiler quotes the source in its messages, whatever bytes it holds.
@@ -198,13 +205,32 @@ def _build(source: Path, shown: str, arch: str, toolchain: Toolchain, flags: lis
         return BuildResult(shown, False, log=_diagnostics(log), arch=arch, seconds=seconds,
                            error=first.strip())
     kernels = parse_ptxas(output)
-    result = BuildResult(shown, True, str(out_dir / "lib.so"), kernels, _diagnostics(log), seconds, False, arch)
+    result = BuildResult(shown, True, str(out_dir / "lib.so"), kernels, _diagnostics(log), seconds, False, arch,
+                         headers=parse_deps(deps), sha256=_sha256(library))
     (tmp / "build.json").write_text(json.dumps(result.to_dict(), indent=1))
     try:
         tmp.rename(out_dir)
     except OSError:  # another grading built the same thing at the same time: theirs is the entry
         pass
     return result
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def parse_deps(path: Path) -> list[str]:
+    """The files a make-style dependency list (nvcc -MD) names, the target and the source excepted."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    words = text.replace("\\\n", " ").split()
+    if words and words[0].endswith(":"):
+        words = words[1:]
+    elif len(words) > 1 and words[1] == ":":
+        words = words[2:]
+    return [os.path.normpath(w) for w in words[1:]]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -31,10 +31,10 @@ PROCESS = [
      "the grader does the timing; your code may not call or redefine CUDA's event and profiler functions"),
     (re.compile(r"\b(dlopen|dlsym|dladdr|dl_iterate_phdr|mprotect|ptrace|process_vm_writev|syscall)\s*\(|"
                 r"/proc/self|#\s*include\s*[<\"]Python\.h"),
-     "reaches into the grading process (dynamic symbols, memory protection, the Python runtime); "
+     "reaches into the process it runs in (dynamic symbols, memory protection, the Python runtime); "
      "a kernel task needs none of that"),
     (re.compile(r"\bPy[A-Z][A-Za-z]*_[A-Za-z]\w*\s*\("),
-     "calls the Python C API: your code runs inside the grader's process and must leave it alone"),
+     "calls the Python C API; a kernel task needs none of it"),
     (re.compile(r"\b(fork|vfork|system|popen|execl|execlp|execle|execv|execvp|execve|posix_spawn)\s*\("),
      "starts another process; a kernel task needs none"),
     (re.compile(r"\b(cudaStreamCreateWithFlags|cudaStreamCreateWithPriority|cudaStreamNonBlocking|"
@@ -212,3 +212,37 @@ def _inside_extern_c_block(text: str, pos: int) -> bool:
         else:
             return True
     return False
+
+
+# What the compiler saw, whatever macros spelled it: the headers it read and the kernels it built.
+LIBRARY_HEADERS = [(re.compile(r"(^|/)(cub)/"), "CUB"), (re.compile(r"(^|/)(thrust)/"), "Thrust"),
+                   (re.compile(r"(^|/)(cute|cutlass)/"), "CUTLASS"),
+                   (re.compile(r"(^|/)(cublas\w*|cublasLt\w*|cudnn\w*|cufft\w*|cusparse\w*)\.h$"), "a vendor library")]
+LIBRARY_KERNELS = [(re.compile(r"^(cub|thrust|cute|cutlass)(::|_)"), "")]
+_NAMES = {"cub": "CUB", "thrust": "Thrust", "cute": "CUTLASS", "cutlass": "CUTLASS"}
+
+
+def check_build(headers: list[str], kernels: list[str]) -> list[Finding]:
+    """Library code in what nvcc compiled: a header of CUB, Thrust, CUTLASS or a vendor library
+    among those it read (an #include that a macro spelled counts too), or a kernel of theirs
+    among those ptxas built."""
+    found: list[Finding] = []
+    for header in headers:
+        for pattern, library in LIBRARY_HEADERS:
+            if pattern.search(header):
+                found.append(Finding(0, f"the compiler read {library}'s header {_short(header)}: this task is about "
+                                        "writing the kernel yourself, so library implementations are not accepted"))
+                return found
+    for kernel in kernels:
+        m = LIBRARY_KERNELS[0][0].match(kernel)
+        if m:
+            found.append(Finding(0, f"ptxas built {_NAMES[m.group(1)]}'s kernel {kernel[:80]}: this task is about "
+                                    "writing the kernel yourself, so library implementations are not accepted"))
+            return found
+    return found
+
+
+def _short(header: str) -> str:
+    """.../include/cub/block/block_reduce.cuh -> cub/block/block_reduce.cuh"""
+    m = re.search(r"(?:^|/)((?:cub|thrust|cute|cutlass)/.*|[^/]+\.h)$", header)
+    return m.group(1) if m else header

@@ -18,7 +18,7 @@ from grader import device as devmod
 from grader import gpulock, state
 from grader.build import (DEFAULT_ARCH, Toolchain, ToolchainError, compile_cuda, exported_symbols,
                           foreign_symbols)
-from grader.inspect_source import check as inspect_source
+from grader.inspect_source import check as inspect_source, check_build
 from grader.protocol import Ceilings, Event, Libraries, Problem, Progress, SizeTiming, TaskOutcome
 from grader.result import (CaseResult, Device, GradeResult, Measurement, Points, Roofline, TaskResult, Timing,
                            geometric_mean)
@@ -249,6 +249,12 @@ def _build_task(exercise: Exercise, task: Task, submission: Path, arch: str, too
         tr.status, tr.summary = "failed", f"does not compile: {build.error}"
         tr.error = Problem("compile error", build.log or build.error)
         return tr
+    compiled = check_build(build.headers, [k.name for k in build.kernels])
+    if compiled:
+        tr.findings = [f.to_dict() for f in compiled]
+        tr.status, tr.summary = "failed", compiled[0].where(task.source)
+        tr.error = Problem("rejected", tr.summary)
+        return tr
     symbols = exported_symbols(Path(build.library))
     if symbols is not None and task.symbol not in symbols:
         mangled = sorted(s for s in symbols if task.symbol in s)
@@ -370,7 +376,7 @@ def _timing(task: Task, sizes: list[SizeTiming], ceilings: dict[str, Any]) -> Ti
                         speedup=s.baseline_s / s.learner_s, learner_spread=s.learner_spread,
                         baseline_spread=s.baseline_spread, flops=s.flops, bytes=s.bytes, vendor_s=s.vendor_s,
                         vendor_ratio=s.vendor_s / s.learner_s if s.vendor_s else None,
-                        learner_wall_s=s.learner_wall_s)
+                        learner_wall_s=s.learner_wall_s, learner_events_s=s.learner_events_s, clock=s.clock)
         m.roofline = _roofline(task, m, ceilings)
         measurements.append(m)
     ratios = [m.vendor_ratio for m in measurements]

@@ -9,6 +9,8 @@ boundary is defined here, once.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import json
 import types
 import typing
@@ -97,6 +99,8 @@ class SizeTiming:
     flops: float
     bytes: float
     vendor_s: float | None = None
+    learner_events_s: float | None = None   # what the CUDA events in the learner's process measured
+    clock: str = "events"                   # "grader": the checker's own clock overruled those events
 
 
 @dataclass
@@ -134,6 +138,7 @@ class Job:
     nvtx_prefix: str = "s2s/"
     max_elements: int = 1 << 22     # sanitize mode: cases up to this many elements
     max_flops: float = 2.0 ** 30    # ... and this much work (a 1000^3 GEMM took minutes under racecheck)
+    key: str = ""                   # signs every event the worker writes back
 
     def to_json(self) -> str:
         return json.dumps(to_dict(self))
@@ -145,12 +150,18 @@ class Job:
 
 # --------------------------------------------------------------------------- events
 
+def _mac(key: str, payload: str) -> str:
+    return hmac.new(key.encode(), payload.encode(), hashlib.sha256).hexdigest()
+
+
 @dataclass
 class Event:
     kind: ClassVar[str] = ""
 
-    def to_line(self) -> str:
-        return json.dumps({"event": self.kind, **to_dict(self)}) + "\n"
+    def to_line(self, key: str = "") -> str:
+        """One line of JSON; with the job's key, signed (the parent then takes no line unsigned)."""
+        payload = json.dumps({"event": self.kind, **to_dict(self)})
+        return payload + (f"\t{_mac(key, payload)}" if key else "") + "\n"
 
 
 @dataclass
@@ -214,10 +225,18 @@ EVENTS: dict[str, type[Event]] = {cls.kind: cls for cls in
                                   (Ceilings, TaskStart, Progress, TaskDone, Fatal, Done, ProfileStart, ProfileEnd)}
 
 
-def parse_event(line: bytes | str) -> Event | None:
-    """One event from a line the worker wrote; None for anything else (a torn or foreign line)."""
+def parse_event(line: bytes | str, key: str = "") -> Event | None:
+    """One event from a line the worker wrote; None for anything else (a torn or foreign line, or,
+    with a key, one the worker did not sign with it)."""
+    text = line.decode(errors="replace") if isinstance(line, bytes) else line
+    text = text.rstrip("\n")
+    if key:
+        payload, _, mac = text.rpartition("\t")
+        if not payload or not hmac.compare_digest(mac, _mac(key, payload)):
+            return None
+        text = payload
     try:
-        data = json.loads(line)
+        data = json.loads(text)
         cls = EVENTS[data.pop("event")]
         return from_dict(cls, data)
     except (ValueError, KeyError, TypeError, AttributeError):

@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import os
 import resource
+import secrets
 import selectors
 import signal
 import subprocess
@@ -23,12 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from grader import forkserver
+from grader.crash import OUTPUT_LIMIT_BYTES, crash_message as _crash_message
 from grader.protocol import (Ceilings, Done, Event, Fatal, Job, Libraries, Progress, TaskDone, TaskOutcome,
                              TaskStart, parse_event)
 from grader.spec import Exercise, repo_root
 
 STARTUP_TIMEOUT_S = float(os.environ.get("S2S_STARTUP_TIMEOUT", "180"))
-OUTPUT_LIMIT_BYTES = 64 << 20       # the learner's printf: beyond this the worker is stopped
 OUTPUT_TAIL_BYTES = 4000
 WORKER_MODULE = "grader.worker"     # what runs as the worker (python -m)
 
@@ -47,30 +48,6 @@ def task_timeout(exercise: Exercise, task: str) -> float:
     """Seconds a task may take in the worker (``S2S_TASK_TIMEOUT`` overrides the spec)."""
     override = os.environ.get("S2S_TASK_TIMEOUT")
     return float(override) if override else exercise.task(task).timeout_s
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def _crash_message(code: int | None) -> str:
-    if code is None:
-        return "the process stopped unexpectedly"
-    if code < 0:
-        name = _signal_name(code)
-        hints = {"SIGSEGV": "a segmentation fault in host code (a host pointer bug, or dereferencing a device "
-                            "pointer on the CPU)",
-                 "SIGABRT": "abort() was called (a failed assert in host code?)",
-                 "SIGFPE": "an arithmetic error in host code (integer division by zero?)",
-                 "SIGXFSZ": f"it printed more than {OUTPUT_LIMIT_BYTES >> 20} MB of output: printing is slow "
-                            "and buries the report, so remove debugging output before grading",
-                 "SIGKILL": "it was killed (out of memory?)"}
-        return f"the process was killed by {name}: {hints.get(name, 'a crash')}"
-    return (f"the process exited with status {code} in the middle of the task: the code called exit(), "
-            "or cudaDeviceReset() tore down the grader's CUDA context")
 
 
 def cap_output() -> None:
@@ -267,7 +244,7 @@ def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Libra
     """Give the started worker its job and watch it until it finishes or dies. Returns (task it
     died in, tasks it finished)."""
     job = Job(mode=launch.mode, exercise_folder=str(exercise.folder), order=tasks, seed=seed,
-              tasks={t: libraries[t] for t in tasks}, timing=timing, device=device)
+              tasks={t: libraries[t] for t in tasks}, timing=timing, device=device, key=secrets.token_hex(16))
     proc = worker.proc
     assert proc.stdin is not None
     try:
@@ -277,14 +254,14 @@ def _one_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Libra
         pass
     try:
         with _stopped_by_sigterm():
-            return _watch(exercise, proc, worker.read_fd, progress, outcome, launch)
+            return _watch(exercise, proc, worker.read_fd, progress, outcome, launch, job.key)
     finally:
         if proc.poll() is None:
             _kill(proc)
 
 
 def _watch(exercise: Exercise, proc: subprocess.Popen, read_fd: int, progress: OnEvent | None,
-           outcome: RunOutcome, launch: Launch) -> tuple[str | None, list[str]]:
+           outcome: RunOutcome, launch: Launch, key: str = "") -> tuple[str | None, list[str]]:
     selector = selectors.DefaultSelector()
     selector.register(read_fd, selectors.EVENT_READ)
     buffer = b""
@@ -312,7 +289,7 @@ def _watch(exercise: Exercise, proc: subprocess.Popen, read_fd: int, progress: O
             buffer += chunk
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
-                event = parse_event(line)
+                event = parse_event(line, key)
                 if event is None:
                     continue
                 if isinstance(event, Ceilings):

@@ -20,6 +20,7 @@ job = Job.from_json(sys.stdin.read())
 if os.environ.get("S2S_FAKE_CRASH"):
     os.kill(os.getpid(), signal.SIGSEGV)
 for name in job.order:
-    emit.write(TaskStart(name).to_line())
-    emit.write(TaskDone(name, TaskOutcome(name, [CaseResult(str(os.getpid()), {}, True, 0.0)], correct=True)).to_line())
-emit.write(Done().to_line())
+    emit.write(TaskStart(name).to_line(job.key))
+    emit.write(TaskDone(name, TaskOutcome(name, [CaseResult(str(os.getpid()), {}, True, 0.0)], correct=True))
+               .to_line(job.key))
+emit.write(Done().to_line(job.key))

@@ -51,11 +51,13 @@ class Entry:
 
     def launch_problem(self) -> tuple[str, str] | None:
         launch = self.launch_error()
-        if not launch:
-            return None
-        return "launch error", (f"a kernel launch failed: {launch} (check the launch configuration: at most "
-                                "1024 threads per block, a grid of at least one block, and no more dynamic "
-                                "shared memory than the kernel was allowed)")
+        return launch_problem_message(launch) if launch else None
+
+
+def launch_problem_message(launch: str) -> tuple[str, str]:
+    return "launch error", (f"a kernel launch failed: {launch} (check the launch configuration: at most "
+                            "1024 threads per block, a grid of at least one block, and no more dynamic "
+                            "shared memory than the kernel was allowed)")
 
 
 def synchronize() -> None:

@@ -79,6 +79,26 @@ class Watch:
             self.reason = (f"NVML lists {len(appeared)} new processes on the GPU where this one created its "
                            "context: its own cannot be told apart")
 
+    def before_other(self) -> None:
+        """Call before this process starts the learner's process, which creates a context too."""
+        self._before_other = self._running()
+
+    def adopt(self, pid: int) -> None:
+        """The learner's process (``pid``) has its context now: its work is this grading's own."""
+        if not self.available:
+            return
+        now = self._running()
+        if pid in now:
+            self.own.add(pid)
+            return
+        appeared = now - getattr(self, "_before_other", set()) - self.own
+        if len(appeared) == 1:
+            self.own |= appeared
+        else:
+            self._handle = None
+            self.reason = (f"NVML lists {len(appeared)} new processes on the GPU where the learner's process "
+                           "created its context: it cannot be told apart from the others")
+
     def begin(self) -> None:
         self._since = int(time.time() * 1e6)       # NVML's sample clock: microseconds of the host
 

@@ -1,10 +1,12 @@
 """The worker's event loop: read the job, grade its tasks one by one, report each as an event."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -16,10 +18,14 @@ from grader.protocol import (CaseResult, Ceilings, Done, Event, Fatal, Job, Prob
                              TaskOutcome, TaskStart)
 from grader.worker.checking import Checker, case_seed
 from grader.worker.entry import Entry, Sticky, synchronize
+from grader.worker.remote import Sandbox, SandboxDied, attached
 from grader.worker.foreign import Watch
 from grader.worker.memory import GUARD_BYTES, CaseMemory
 from grader.worker.profiling import profile_tasks
 from grader.worker.timing import quiet_ceilings, time_task
+
+
+PR_SET_DUMPABLE = 4
 
 
 class Emitter:
@@ -27,18 +33,25 @@ class Emitter:
 
     def __init__(self, path: str):
         self._f = open(path, "w", buffering=1)
+        self.key = ""
 
     def __call__(self, event: Event) -> None:
-        self._f.write(event.to_line())
+        self._f.write(event.to_line(self.key))
         self._f.flush()
 
 
-def check_case(task: specmod.Task, case: specmod.Case, learner: Entry, reference: Callable[..., Any],
+def check_case(task: specmod.Task, case: specmod.Case, learner: Any, reference: Callable[..., Any],
                seed: int, guard: int) -> CaseResult:
     """The case's calls on fresh inputs and one state, each compared with its reference; the first
     call that goes wrong is the result."""
     memory = CaseMemory.allocate(task, case, guard)
     memory.fill(seed)
+    with attached(learner, memory):
+        return _check_calls(task, case, memory, learner, reference, seed)
+
+
+def _check_calls(task: specmod.Task, case: specmod.Case, memory: CaseMemory, learner: Any,
+                 reference: Callable[..., Any], seed: int) -> CaseResult:
     seconds = 0.0
     for call in range(len(task.calls)):
         if call:   # fresh inputs, the state (inout buffers) as the previous call left it
@@ -76,12 +89,47 @@ def sanitizer_cases(task: specmod.Task, job: Job) -> list[specmod.Case]:
             and task.work(c)[0] <= job.max_flops]
 
 
+class Learners:
+    """Where the learner's code runs. Grading (points at stake): in its own confined process, one a
+    grading, a fresh one after a crash or a CUDA error. A sanitizer run (no points): here, so that
+    compute-sanitizer, which wraps this process, sees the kernels."""
+
+    def __init__(self, job: Job, watch: Watch):
+        self.job, self.watch = job, watch
+        self.sandbox: Sandbox | None = None
+        self.confinement = ""
+        self.stage = ""             # what the current task is doing, for a crash's message
+
+    @property
+    def remote(self) -> bool:
+        return self.job.mode == "grade"
+
+    def load(self, library: str, task: specmod.Task) -> Any:
+        if not self.remote:
+            return Entry(library, task)
+        if self.sandbox is None or not self.sandbox.alive:
+            self.watch.before_other()
+            self.sandbox = Sandbox(self.job.device)
+            self.watch.adopt(self.sandbox.pid)
+            self.confinement = self.sandbox.confinement
+        return self.sandbox.load(library, task)
+
+    def lost(self) -> None:
+        """The learner's process is gone, or its CUDA context is: the next task gets a fresh one."""
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+
+    def close(self) -> None:
+        self.lost()
+
+
 def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise, name: str,
-             ceilings: dict[str, Any], watch: Watch) -> TaskOutcome:
+             ceilings: dict[str, Any], watch: Watch, learners: Learners) -> TaskOutcome:
     task = exercise.task(name)
     libraries = job.tasks[name]
     try:
-        learner = Entry(libraries.library, task)
+        learner = learners.load(libraries.library, task)
     except LookupError:
         return TaskOutcome.failure(name, "missing symbol", f"the library has no function named {task.symbol!r}")
     reference = exercise.reference_function(task)
@@ -90,6 +138,7 @@ def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise
     outcome = TaskOutcome(name)
     for i, case in enumerate(cases):
         emit(Progress(name, "check", case.describe(), i + 1, len(cases)))
+        learners.stage = f"checking case {i + 1}/{len(cases)} ({case.describe()})"
         result = check_case(task, case, learner, reference, case_seed(job.seed, name, f"case{i}"),
                             0 if sanitize else GUARD_BYTES)
         outcome.cases.append(result)
@@ -136,11 +185,15 @@ def main(argv: list[str]) -> int:
     importer.start()
     try:
         import cupy
+        broken = None
     except Exception as exc:  # the environment, not the learner
-        emit(Fatal(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        return 3
+        broken = Fatal(f"{type(exc).__name__}: {exc}", traceback.format_exc())
     job = Job.from_json(sys.stdin.read())
     sys.stdin.close()
+    emit.key = job.key
+    if broken is not None:
+        emit(broken)
+        return 3
     os.chdir(job.exercise_folder)
     try:
         watch = _watch(job)
@@ -155,6 +208,16 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # the environment, not the learner
         emit(Fatal(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         return 3
+    if job.mode == "grade":
+        import ctypes
+        # The learner's process may not read this one's memory (the events' key) or trace it.
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    else:
+        # Under Nsight Compute or compute-sanitizer the learner's library loads into this process
+        # (no points are at stake there): it may write only temporary files and device files.
+        from grader.sandbox.confine import confine_writes
+        confine_writes([tempfile.gettempdir(), "/var/tmp"])
     if job.mode == "profile":
         try:
             profile_tasks(emit, job, exercise)
@@ -166,13 +229,29 @@ def main(argv: list[str]) -> int:
     ceilings = quiet_ceilings(watch) if job.mode != "sanitize" else {}
     if ceilings:
         emit(Ceilings(**ceilings))
+    learners = Learners(job, watch)
+    try:
+        return _grade_tasks(emit, job, exercise, ceilings, watch, learners)
+    finally:
+        learners.close()
+
+
+def _grade_tasks(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise, ceilings: dict[str, Any],
+                 watch: Watch, learners: Learners) -> int:
     for name in job.order:
         emit(TaskStart(name))
+        learners.stage = "loading the library"
         try:
-            result = run_task(emit, job, exercise, name, ceilings, watch)
+            result = run_task(emit, job, exercise, name, ceilings, watch, learners)
         except Sticky as exc:
-            emit(TaskDone(name, TaskOutcome.failure(name, "cuda error", str(exc)), sticky=True))
-            return 1          # the CUDA context is gone; the parent starts a fresh worker for the rest
+            if not learners.remote:
+                emit(TaskDone(name, TaskOutcome.failure(name, "cuda error", str(exc)), sticky=True))
+                return 1      # this process's CUDA context is gone; the parent starts a fresh worker for the rest
+            learners.lost()
+            result = TaskOutcome.failure(name, "cuda error", str(exc))
+        except SandboxDied as exc:
+            learners.lost()
+            result = TaskOutcome.failure(name, "crash", f"{exc} (while {learners.stage})")
         except Exception as exc:
             emit(TaskDone(name, TaskOutcome.failure(name, "grader error", f"{type(exc).__name__}: {exc}",
                                                     traceback.format_exc())))

@@ -36,10 +36,22 @@ class Buffer:
     raw: Any                # torch uint8 view of the whole allocation
     payload_bytes: int
     guard: int
+    remote: int | None = None   # the allocation's address in the learner's process, once mapped there
 
     @property
     def ptr(self) -> int:
+        """The payload's address where the learner's code runs."""
+        return (self.mem.ptr if self.remote is None else self.remote) + self.guard
+
+    @property
+    def local_ptr(self) -> int:
+        """The payload's address in this process (the baseline and the vendor run here)."""
         return self.mem.ptr + self.guard
+
+    def ipc_handle(self) -> str:
+        """The allocation's CUDA IPC handle, for the learner's process to map it."""
+        import cupy
+        return bytes(cupy.cuda.runtime.ipcGetMemHandle(self.mem.ptr)).hex()
 
     @property
     def itemsize(self) -> int:
@@ -87,6 +99,7 @@ class ArgMemory:
     buffers: list[Buffer]
     table: Buffer | None = None          # a list's device array of pointers
     table_content: Any = None            # what the table must still hold after a call
+    local_table: Buffer | None = None    # the same table with this process's addresses, once mapped elsewhere
 
     @property
     def pointer(self) -> int:
@@ -128,12 +141,52 @@ class CaseMemory:
                 counts = [math.prod(s) for s in case.lists[a.sizes_of]]
                 buffers[0].tensor().copy_(torch.tensor(counts, dtype=torch_dtype(a.dtype)))
             if a.list is not None:
-                table = allocate("int64", (len(buffers),), guard)
-                content = torch.tensor([b.ptr for b in buffers], dtype=torch.int64, device=table.raw.device)
-                table.tensor().copy_(content)
-                memory.table, memory.table_content = table, content
+                memory.table = allocate("int64", (len(buffers),), guard)
             args[a.name] = memory
-        return cls(task, case, args)
+        out = cls(task, case, args)
+        out.write_tables()
+        return out
+
+    def write_tables(self) -> None:
+        """Each list's device array of pointers, as addresses where the learner's code runs."""
+        import torch
+        for m in self.args.values():
+            if m.table is not None:
+                m.table_content = torch.tensor([b.ptr for b in m.buffers], dtype=torch.int64,
+                                               device=m.table.raw.device)
+                m.table.tensor().copy_(m.table_content)
+
+    def buffers(self) -> list[Buffer]:
+        return [b for m in self.args.values() for b in m.all_buffers()]
+
+    def bind(self, bases: list[int | None]) -> None:
+        """The addresses of :meth:`buffers` in the learner's process (None: back to this one's)."""
+        import torch
+        for buffer, base in zip(self.buffers(), bases):
+            buffer.remote = base
+        self.write_tables()
+        for m in self.args.values():
+            if m.table is None:
+                continue
+            if m.table.remote is None:
+                m.local_table = None
+                continue
+            if m.local_table is None:
+                m.local_table = allocate("int64", (len(m.buffers),), 0)
+            m.local_table.tensor().copy_(torch.tensor([b.local_ptr for b in m.buffers], dtype=torch.int64,
+                                                      device=m.table.raw.device))
+
+    def local_call_values(self, scalars: dict[str, Any]) -> list[Any]:
+        """:meth:`call_values` with this process's own addresses, wherever the buffers are mapped."""
+        out = []
+        for a in self.task.args:
+            if not a.is_tensor:
+                out.append(scalars[a.name])
+                continue
+            m = self.args[a.name]
+            table = m.local_table or m.table
+            out.append(table.local_ptr if table is not None else m.buffers[0].local_ptr)
+        return out
 
     def fill(self, seed: int, roles: tuple[str, ...] = ("in", "inout")) -> None:
         """Fresh random values for the arguments of these roles (element counts excepted)."""

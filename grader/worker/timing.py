@@ -1,5 +1,13 @@
 """Timing: the learner's entry point, the naive baseline (and the vendor library) interleaved on the
-same inputs at each benchmark size, and the copy bandwidth of the GPU."""
+same inputs at each benchmark size, and the copy bandwidth of the GPU.
+
+The baseline and the vendor run here, in the checker, which never loads learner code. The learner's
+calls run in the learner's own process (:mod:`grader.worker.remote`): there, CUDA events around the
+call give a precise time, but one that process could forge. So the checker also times every one of
+those calls with its own clock, from the request to a probe kernel of its own that can only run once
+the GPU has left the learner's work, and subtracts what an empty call costs the same way. Where the
+two disagree beyond noise, the checker's figure stands; far beyond, the work was hidden from the
+events and the task fails."""
 from __future__ import annotations
 
 import statistics
@@ -12,13 +20,17 @@ from grader.worker.checking import Checker, case_seed
 from grader.worker.entry import Entry, synchronize
 from grader.worker.foreign import Watch
 from grader.worker.memory import CaseMemory
+from grader.worker.remote import attached
 
 MIN_REPS = 7
 MAX_REPS = 200
 TIME_BUDGET_S = 1.5                # per benchmark size, for the timing loop
 WARMUP = 2
 MIN_OTHER_REPS = 3
-HIDDEN_WORK_S = 50e-6             # host-visible device time beyond the events' that counts as hidden
+HIDDEN_WORK_S = 50e-6             # time beyond the events' that counts as hidden work, at least
+HIDDEN_WORK_REL = 0.5              # ... and this share of the event time
+CLOCK_NOISE_S = 15e-6              # the checker's clock overrules the learner's events beyond this,
+CLOCK_NOISE_REL = 0.1              # ... and this share of the event time
 SLEEP_CYCLES = 200_000             # ~0.1 ms at 2 GHz: longer than enqueueing one ctypes launch takes
 COVER_FACTOR = 2.0                 # a reference point's busy kernel lasts this many times its enqueue
 MAX_COVER_S = 5e-3                 # at most
@@ -41,7 +53,7 @@ def time_task(emit: Callable[[Any], None], task: specmod.Task, learner: Entry, b
     # the output poisoning, and leaves only clean lines behind: the timed call then neither
     # hits in L2 nor pays for someone else's write-backs.
     flush = torch.ones(int(ceilings.get("l2_bytes", 64 << 20)) // 2, dtype=torch.int32, device="cuda")
-    timer = _Timer(flush, busy_kernel())
+    timer = _Timer(flush, busy_kernel(), probe_kernel())
     out: list[SizeTiming] = []
     for index, case in enumerate(task.benchmarks):
         emit(Progress(task.name, "time", case.describe(), index + 1, len(task.benchmarks)))
@@ -99,9 +111,9 @@ class _Timer:
     """One call between CUDA events, the L2 flushed first and the GPU kept busy while the host
     enqueues, plus the host's clock around the same span."""
 
-    def __init__(self, flush: Any, busy: Callable[[float], None]):
+    def __init__(self, flush: Any, busy: Callable[[float], None], probe: Callable[[], None] | None = None):
         import cupy
-        self.flush, self.busy = flush, busy
+        self.flush, self.busy, self.probe = flush, busy, probe
         self.start, self.end = cupy.cuda.Event(), cupy.cuda.Event()
         self.enqueue_s = 0.0                 # host time of the last call's enqueue (fn() alone)
         # What the host clock adds to an empty call: the rest of the sleep, the event bookkeeping,
@@ -128,6 +140,20 @@ class _Timer:
         synchronize()
         return cupy.cuda.get_elapsed_time(self.start, self.end) * 1e-3, time.perf_counter() - t0
 
+    def remote(self, learner: Any, values: list[Any] | None) -> tuple[float, float]:
+        """(the learner's process's event seconds, this process's wall seconds) of one call in the
+        learner's process (None: an empty call). The wall time runs from the request until a probe
+        kernel of this process has run: the GPU switches to it only once the learner's work is
+        done (or has used up its time slice), whatever that process replied and when."""
+        self.flush.sum()
+        synchronize()
+        t0 = time.perf_counter()
+        event_s = learner.timed(values)
+        if self.probe is not None:
+            self.probe()
+        synchronize()
+        return event_s, time.perf_counter() - t0
+
 
 def busy_cover(enqueues: list[float]) -> float:
     """How long the busy kernel must last for a call whose latest enqueues took these host
@@ -136,15 +162,26 @@ def busy_cover(enqueues: list[float]) -> float:
     return min(MAX_COVER_S, COVER_FACTOR * max(enqueues[-3:])) if enqueues else 0.0
 
 
-def _time_size(task: specmod.Task, case: specmod.Case, memory: CaseMemory, learner: Entry, baseline: Entry,
+def _time_size(task: specmod.Task, case: specmod.Case, memory: CaseMemory, learner: Any, baseline: Entry,
                reference: Callable[..., Any], vendor: Callable[..., Any] | None, seed: int,
                timer: _Timer) -> SizeTiming | Problem:
     scalars = task.scalar_values(case)
-    values = memory.call_values(scalars)
+    with attached(learner, memory):
+        values = memory.call_values(scalars)
+        return _rounds(task, case, memory, values, scalars, learner, baseline, reference, vendor, seed, timer)
+
+
+def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: list[Any], scalars: dict[str, Any],
+            learner: Any, baseline: Entry, reference: Callable[..., Any], vendor: Callable[..., Any] | None,
+            seed: int, timer: _Timer) -> SizeTiming | Problem:
+    remote = hasattr(learner, "timed")
+    local_values = _local(memory, scalars)
     contenders: list[tuple[str, Callable[[], None]]] = [
         ("learner", lambda: learner(values)),
-        ("baseline", lambda: baseline(values)),
+        ("baseline", lambda: baseline(local_values)),
     ]
+    if remote:
+        contenders.append(("empty", lambda: None))
     if vendor is not None:
         # Views of the case's memory, made once: the rounds refill that memory in place, and making
         # hundreds of views inside the timed region would time Python, not the vendor's kernels.
@@ -161,6 +198,7 @@ def _time_size(task: specmod.Task, case: specmod.Case, memory: CaseMemory, learn
         contenders.append(("vendor", run_vendor))
 
     samples: dict[str, list[float]] = {name: [] for name, _ in contenders}
+    walls: dict[str, list[float]] = {"learner": [], "empty": []}
     host_excess: list[float] = []
     # A reference point can take longer to enqueue than the busy kernel lasts (a PyTorch layer is
     # several operations dispatched from Python: 0.1-0.4 ms measured on the H200's host); the start
@@ -173,15 +211,20 @@ def _time_size(task: specmod.Task, case: specmod.Case, memory: CaseMemory, learn
         if name == "learner":
             memory.snapshot()
         memory.poison_outputs()
-        event_s, host_s = timer(fn, 0.0 if name == "learner" else busy_cover(enqueues[name]))
-        enqueues[name].append(timer.enqueue_s)
+        if remote and name in ("learner", "empty"):
+            event_s, wall_s = timer.remote(learner, values if name == "learner" else None)
+            if record:
+                walls[name].append(wall_s)
+        else:
+            event_s, host_s = timer(fn, 0.0 if name == "learner" else busy_cover(enqueues[name]))
+            enqueues[name].append(timer.enqueue_s)
         if name == "learner":
             problem = learner.launch_problem() or memory.damage()
             if problem:
                 return problem[1]
             if Checker(task, reference, memory, scalars).compare(detail=False) is not None:
                 return WRONG_TIMED_OUTPUT
-            if record:
+            if record and not remote:
                 host_excess.append(host_s - event_s - timer.idle)
         if record:
             samples[name].append(event_s)
@@ -202,7 +245,7 @@ def _time_size(task: specmod.Task, case: specmod.Case, memory: CaseMemory, learn
             # known well enough; past a small budget it is only timed every fourth round, and not at
             # all once its samples add up to a second: a call that long varies by a few per cent at
             # most, and a speedup bar is not that close.
-            if name != "learner" and sum(samples[name]) > OTHER_BUDGET_S and (
+            if name in ("baseline", "vendor") and sum(samples[name]) > OTHER_BUDGET_S and (
                     sum(samples[name]) > SLOW_OTHER_S or (len(samples[name]) >= MIN_OTHER_REPS and rounds % 4)):
                 continue
             if err := once(name, fn, True):
@@ -215,17 +258,34 @@ def _time_size(task: specmod.Task, case: specmod.Case, memory: CaseMemory, learn
                 break
             previous = current
     flops, nbytes = task.work(case)
-    med = {name: statistics.median(v) for name, v in samples.items()}
-    excess = statistics.median(host_excess)
-    if excess > HIDDEN_WORK_S and excess > 0.5 * med["learner"]:
+    med = {name: statistics.median(v) for name, v in samples.items() if name != "empty"}
+    events_s = med["learner"]
+    clock = "events"
+    if remote:
+        clean = [e if e == e and e >= 0 else 0.0 for e in samples["learner"]]     # NaN or nonsense: nothing
+        events_s = statistics.median(clean)
+        excess = statistics.median(w - e for w, e in zip(walls["learner"], clean)) - statistics.median(walls["empty"])
+    else:
+        excess = statistics.median(host_excess)
+    if excess > HIDDEN_WORK_S and excess > HIDDEN_WORK_REL * events_s:
         return Problem("untimed work", (
-            f"the call returned after {med['learner'] * 1e6:.0f} µs of GPU time on the default stream, but the "
-            f"device stayed busy {excess * 1e6:.0f} µs longer: work was launched where the timer cannot see it "
-            "(another stream or a host thread). Launch every kernel on the default stream."))
-    return SizeTiming(label=case.describe(), case=case.to_dict(), reps=rounds, learner_s=med["learner"],
+            f"the call's CUDA events measured {events_s * 1e6:.0f} µs, but the GPU stayed busy with it "
+            f"{excess * 1e6:.0f} µs longer by the grader's own clock: work was launched where the timer "
+            "cannot see it (another stream or a host thread), or the events were not what they seemed. "
+            "Launch every kernel on the default stream."))
+    learner_s = events_s
+    if remote and excess > CLOCK_NOISE_S and excess > CLOCK_NOISE_REL * events_s:
+        learner_s, clock = events_s + excess, "grader"
+    return SizeTiming(label=case.describe(), case=case.to_dict(), reps=rounds, learner_s=learner_s,
                       baseline_s=med["baseline"], learner_spread=_spread(samples["learner"]),
-                      baseline_spread=_spread(samples["baseline"]), learner_wall_s=med["learner"] + excess,
-                      flops=flops, bytes=nbytes, vendor_s=med.get("vendor"))
+                      baseline_spread=_spread(samples["baseline"]), learner_wall_s=events_s + excess,
+                      flops=flops, bytes=nbytes, vendor_s=med.get("vendor"), learner_events_s=events_s,
+                      clock=clock)
+
+
+def _local(memory: CaseMemory, scalars: dict[str, Any]) -> list[Any]:
+    """The arguments with this process's own addresses: the baseline runs here."""
+    return memory.local_call_values(scalars)
 
 
 _BUSY_SOURCE = r"""
@@ -233,7 +293,16 @@ extern "C" __global__ void s2s_busy(long long cycles) {
     long long start = clock64();
     while (clock64() - start < cycles) { }
 }
+extern "C" __global__ void s2s_probe() { }
 """
+
+
+def probe_kernel() -> Callable[[], None]:
+    """An empty kernel: it runs once the GPU has finished (or time-sliced away from) the work of
+    every other context in front of it."""
+    import cupy
+    kernel = cupy.RawKernel(_BUSY_SOURCE, "s2s_probe")
+    return lambda: kernel((1,), (1,), ())
 
 
 def _sm_clock_hz(props: dict) -> float:
