@@ -7,6 +7,7 @@ search run everywhere.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from grader import build, spec
+from grader.inspect_source import check_build
 from grader.build import BuildResult, Toolchain, ToolchainError, compile_cuda, exported_symbols, parse_ptxas
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -314,3 +316,30 @@ def test_compiler_output_of_bytes_that_are_not_utf8_is_a_result(tmp_path, cache,
     assert "\ufffd" in result.log                  # the byte shown as a replacement character
     leftovers = [p.name for p in (cache / "build").iterdir() if "." in p.name]
     assert leftovers == []
+
+
+def test_a_cached_library_that_changed_is_built_again(tmp_path, monkeypatch, toolchain):
+    """The cache hands out a library only while it is the file that was built: one rewritten after
+    the build (by whatever ran since) is built again, never trusted on its build.json."""
+    monkeypatch.setenv("S2S_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "k.cu"
+    source.write_text('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n')
+    first = compile_cuda(source, "sm_90", toolchain)
+    assert first.ok and not first.cached
+    assert compile_cuda(source, "sm_90", toolchain).cached
+    with open(first.library, "ab") as library:
+        library.write(b"\0tampered")
+    again = compile_cuda(source, "sm_90", toolchain)
+    assert again.ok and not again.cached
+    assert hashlib.sha256(Path(again.library).read_bytes()).hexdigest() == again.sha256
+
+
+def test_the_build_lists_every_header_the_compiler_read(tmp_path, monkeypatch, toolchain):
+    """An #include that a macro spells is still in the list (the library rules read it)."""
+    monkeypatch.setenv("S2S_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "k.cu"
+    source.write_text('#define H(x) <x/version.cuh>\n#include H(cub)\nextern "C" void f() {}\n')
+    result = compile_cuda(source, "sm_90", toolchain)
+    assert result.ok
+    assert any(h.endswith("cub/version.cuh") for h in result.headers)
+    assert check_build(result.headers, []) and "CUB's header cub/version.cuh" in check_build(result.headers, [])[0].message

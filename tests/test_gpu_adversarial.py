@@ -14,12 +14,14 @@ S2S_COMPILE_TIMEOUT); counters are not collected (profile=False).
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 
 import pytest
 
 from adversarial.catalogue import Attack, load, problems, shown, solution_folder, with_the_other_solutions
+from grader.build import cache_dir
 from grader.pipeline import Options, grade
 from grader.result import ExitCode, GradeResult, TaskResult
 from grader.spec import find, solutions_dir
@@ -81,6 +83,14 @@ def _timed_grade(exercise: str, options: Options) -> tuple[GradeResult, float]:
     return result, time.perf_counter() - started
 
 
+def _fingerprint() -> dict[str, str]:
+    """The digest of every file a later grading reads: the course's exercises, and the build cache."""
+    files = [p for p in sorted(find("01").folder.parent.rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+    cache = cache_dir() / "build"
+    files += sorted(cache.glob("*/build.json")) + sorted(cache.glob("*/lib.so")) if cache.is_dir() else []
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
 @pytest.mark.parametrize("attack", CASES)
 def test_attack_fails_with_its_reason_and_spares_the_rest(attack: Attack, verdicts: list[Verdict], tmp_path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,7 +100,11 @@ def test_attack_fails_with_its_reason_and_spares_the_rest(attack: Attack, verdic
     for name, value in attack.limits().items():
         monkeypatch.setenv(name, value)
     folder = with_the_other_solutions(attack, tmp_path / "submission")
+    before = _fingerprint()
     result, seconds = _timed_grade(attack.exercise, Options(submission=folder, profile=False))
+    after = _fingerprint()
+    changed = sorted(p for p in before if p in after and before[p] != after[p])
+    assert not changed, f"{attack.name} changed files a later grading reads: {changed[:5]}"
     task = result.task(attack.task)
     found = _record(verdicts, attack, task, seconds)
     assert not found, f"{attack.name} ({attack.flaw}):\n" + "\n".join(found)

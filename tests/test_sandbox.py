@@ -1,0 +1,112 @@
+"""The learner's process confines itself before it loads learner code (grader.sandbox.confine).
+
+Run without a GPU: a child process confines itself exactly as the learner's process does, then
+tries what a submission might try. Where the kernel has no Landlock the tests say so and skip.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader.protocol import Done, TaskStart, parse_event
+from grader.sandbox.confine import landlock_abi
+from grader.spec import repo_root
+
+needs_landlock = pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock (Linux 5.13 or newer)")
+
+PROBE = textwrap.dedent('''
+    import ctypes, json, os, socket, sys
+    from grader.sandbox.confine import confine
+    scratch, course, other_pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    confinement = confine(scratch, [])
+    def attempt(action):
+        try:
+            action()
+            return "allowed"
+        except OSError as exc:
+            return "denied"
+    results = {
+        "applied": confinement.applied,
+        "write the course": attempt(lambda: open(os.path.join(course, "README.md"), "a")),
+        "read the course": attempt(lambda: open(os.path.join(course, "README.md")).read(1)),
+        "write its scratch folder": attempt(lambda: open(os.path.join(scratch, "out.txt"), "w").write("x")),
+        "read /etc": attempt(lambda: open("/etc/passwd").read(1)),
+        "open a socket": attempt(lambda: socket.socket(socket.AF_UNIX)),
+        "signal another process": attempt(lambda: os.kill(other_pid, 0)),
+        "signal itself": attempt(lambda: os.kill(os.getpid(), 0)),
+        "read its parent's memory": attempt(lambda: open(f"/proc/{os.getppid()}/mem", "rb")),
+        "load a library it had not mapped": attempt(lambda: ctypes.CDLL("libz.so.1")),
+    }
+    print(json.dumps(results))
+''')
+
+
+@pytest.fixture(scope="module")
+def attempts(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    scratch = tmp_path_factory.mktemp("scratch")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        out = subprocess.run([sys.executable, "-c", PROBE, str(scratch), str(repo_root()), str(other.pid)],
+                             capture_output=True, text=True, timeout=60, cwd=str(scratch),
+                             env={**os.environ, "PYTHONPATH": str(repo_root())})
+    finally:
+        other.kill()
+        other.wait()
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@needs_landlock
+def test_the_learners_process_cannot_touch_the_course_or_other_processes(attempts: dict) -> None:
+    assert any(a.startswith("Landlock") for a in attempts["applied"])
+    assert attempts["write the course"] == "denied"
+    assert attempts["read the course"] == "denied"          # the hidden solutions live beside it
+    assert attempts["load a library it had not mapped"] == "denied"
+    assert attempts["read its parent's memory"] == "denied"
+
+
+@needs_landlock
+def test_the_learners_process_keeps_what_it_needs(attempts: dict) -> None:
+    assert attempts["write its scratch folder"] == "allowed"
+    assert attempts["read /etc"] == "allowed"
+    assert attempts["signal itself"] == "allowed"           # abort() and raise() signal the process itself
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and os.uname().machine == "x86_64"),
+                    reason="the seccomp filter is written for Linux on x86-64")
+def test_sockets_and_signals_to_others_are_refused(attempts: dict) -> None:
+    assert "seccomp" in attempts["applied"]
+    assert attempts["open a socket"] == "denied"
+    assert attempts["signal another process"] == "denied"
+
+
+def test_an_event_the_worker_did_not_sign_is_not_read() -> None:
+    key = "k" * 32
+    signed = TaskStart("vector_add").to_line(key)
+    assert parse_event(signed, key) == TaskStart("vector_add")
+    assert parse_event(TaskStart("vector_add").to_line(), key) is None            # unsigned
+    assert parse_event(Done().to_line("another key"), key) is None                 # signed with another key
+    forged = signed.replace("vector_add", "transpose")
+    assert parse_event(forged, key) is None                                       # changed after signing
+
+
+def test_the_learners_process_says_plainly_when_cuda_cannot_start(tmp_path: Path) -> None:
+    """Without a driver (this machine, CI) the process reports it in one line instead of dying."""
+    if Path("/dev/nvidiactl").exists():
+        pytest.skip("a GPU driver is present; the GPU tests start this process for real")
+    read_fd, write_fd = os.pipe()
+    env = {**os.environ, "PYTHONPATH": str(repo_root()), "S2S_SANDBOX_SCRATCH": str(tmp_path),
+           "S2S_SANDBOX_REPLIES": str(write_fd)}
+    proc = subprocess.run([sys.executable, "-m", "grader.sandbox"], env=env, pass_fds=(write_fd,), timeout=60,
+                          stdin=subprocess.DEVNULL, capture_output=True)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as replies:
+        reply = json.loads(replies.readline())
+    assert proc.returncode == 3
+    assert reply["error"].startswith("CUDA could not start")
