@@ -148,6 +148,8 @@ def _run_and_profile(exercise: Exercise, ready: list[Task], by_name: dict[str, T
     outcome = run_worker(exercise, [t.name for t in ready], libraries, seed, timing=options.timing,
                          progress=on_event, device=device)
     result.output = outcome.output
+    if outcome.isolation is not None:
+        result.isolation = outcome.isolation.detail
     copy_gbs = outcome.ceilings.copy_bytes_per_s / 1e9 if outcome.ceilings else None
     result.device.copy_gbs = copy_gbs
     if outcome.fatal:

@@ -205,6 +205,15 @@ class Fatal(Event):
 
 
 @dataclass
+class Isolation(Event):
+    """Where the learner's code runs: its own confined process, or (a platform without CUDA IPC)
+    inside the checker."""
+    kind: ClassVar[str] = "isolation"
+    separate: bool
+    detail: str
+
+
+@dataclass
 class Done(Event):
     kind: ClassVar[str] = "done"
 
@@ -222,7 +231,7 @@ class ProfileEnd(Event):
 
 
 EVENTS: dict[str, type[Event]] = {cls.kind: cls for cls in
-                                  (Ceilings, TaskStart, Progress, TaskDone, Fatal, Done, ProfileStart, ProfileEnd)}
+                                  (Ceilings, TaskStart, Progress, TaskDone, Fatal, Done, ProfileStart, ProfileEnd, Isolation)}
 
 
 def parse_event(line: bytes | str, key: str = "") -> Event | None:

@@ -117,6 +117,11 @@ def clock_line(m: Measurement, several: bool) -> str | None:
             "thread, or a slow return), so the grader's figure stands.")
 
 
+def degraded(isolation: str) -> bool:
+    """The learner's code ran without the protections of a separate, confined process."""
+    return bool(isolation) and (not isolation.startswith("a separate process") or "not confined" in isolation)
+
+
 def timing_lines(t: TaskResult) -> list[str]:
     if not t.timing:
         return []
@@ -234,6 +239,8 @@ def render_rich(r: GradeResult) -> Group:
         parts.append(Panel(Text(r.output.strip()[-2000:]), title="your code printed", title_align="left"))
     if r.notice:
         parts.append(Text(r.notice, style="yellow"))
+    if degraded(r.isolation):
+        parts.append(Text(f"Isolation: {r.isolation}.", style="yellow"))
     verdict = {0: ("all tasks passed", "bold green"), 1: ("some tasks failed", "bold red"),
                3: ("not fully graded", "bold yellow")}[int(r.exit_code)]
     parts.append(Text(f"{r.points:g}/{r.max_points:g} points: {verdict[0]} ({r.seconds:.1f} s)", style=verdict[1]))
@@ -286,6 +293,8 @@ def render_html(r: GradeResult) -> str:
         out.append(f"<details><summary>your code printed</summary><pre>{_h(r.output.strip()[-2000:])}</pre></details>")
     if r.notice:
         out.append(f'<div class="notice">{_h(r.notice)}</div>')
+    if degraded(r.isolation):
+        out.append(f'<div class="notice">Isolation: {_h(r.isolation)}.</div>')
     out.append(f"<p><b>{r.points:g}/{r.max_points:g} points</b> ({r.seconds:.1f} s)</p></div>")
     return "".join(out)
 

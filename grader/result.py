@@ -173,6 +173,7 @@ class GradeResult:
     tasks: list[TaskResult]
     device: Device | None
     notice: str = ""             # a stage that could not run, in one sentence, with the fix
+    isolation: str = ""          # where the learner's code ran while it was graded
     started: str = ""
     seconds: float = 0.0
     output: str = ""             # what the learner's code printed (tail)

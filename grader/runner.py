@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator
 
 from grader import forkserver
 from grader.crash import OUTPUT_LIMIT_BYTES, crash_message as _crash_message
-from grader.protocol import (Ceilings, Done, Event, Fatal, Job, Libraries, Progress, TaskDone, TaskOutcome,
+from grader.protocol import (Ceilings, Done, Event, Fatal, Isolation, Job, Libraries, Progress, TaskDone, TaskOutcome,
                              TaskStart, parse_event)
 from grader.spec import Exercise, repo_root
 
@@ -42,6 +42,7 @@ class RunOutcome:
     ceilings: Ceilings | None = None
     output: str = ""
     fatal: str = ""                                                    # the environment failed, not the learner
+    isolation: Isolation | None = None                                 # where the learner's code ran
 
 
 def task_timeout(exercise: Exercise, task: str) -> float:
@@ -294,6 +295,8 @@ def _watch(exercise: Exercise, proc: subprocess.Popen, read_fd: int, progress: O
                     continue
                 if isinstance(event, Ceilings):
                     outcome.ceilings = event
+                elif isinstance(event, Isolation):
+                    outcome.isolation = event
                 elif isinstance(event, TaskStart):
                     current = event.task
                     deadline = time.monotonic() + task_timeout(exercise, current) * launch.timeout_factor

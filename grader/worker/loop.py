@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grader import spec as specmod
-from grader.protocol import (CaseResult, Ceilings, Done, Event, Fatal, Job, Problem, Progress, TaskDone,
-                             TaskOutcome, TaskStart)
+from grader.protocol import (CaseResult, Ceilings, Done, Event, Fatal, Isolation, Job, Problem, Progress,
+                             TaskDone, TaskOutcome, TaskStart)
 from grader.worker.checking import Checker, case_seed
 from grader.worker.entry import Entry, Sticky, synchronize
 from grader.worker.remote import Sandbox, SandboxDied, attached
@@ -94,25 +94,41 @@ class Learners:
     grading, a fresh one after a crash or a CUDA error. A sanitizer run (no points): here, so that
     compute-sanitizer, which wraps this process, sees the kernels."""
 
-    def __init__(self, job: Job, watch: Watch):
-        self.job, self.watch = job, watch
+    def __init__(self, job: Job, watch: Watch, emit: Callable[[Event], None]):
+        self.job, self.watch, self.emit = job, watch, emit
         self.sandbox: Sandbox | None = None
-        self.confinement = ""
+        self.fallback = ""          # why the learner's code runs here after all (no CUDA IPC, say)
         self.stage = ""             # what the current task is doing, for a crash's message
+        self._told = False
 
     @property
     def remote(self) -> bool:
-        return self.job.mode == "grade"
+        return self.job.mode == "grade" and not self.fallback
 
     def load(self, library: str, task: specmod.Task) -> Any:
+        if self.job.mode == "grade" and not self.fallback and (self.sandbox is None or not self.sandbox.alive):
+            self._start()
         if not self.remote:
             return Entry(library, task)
-        if self.sandbox is None or not self.sandbox.alive:
-            self.watch.before_other()
-            self.sandbox = Sandbox(self.job.device)
-            self.watch.adopt(self.sandbox.pid)
-            self.confinement = self.sandbox.confinement
         return self.sandbox.load(library, task)
+
+    def _start(self) -> None:
+        self.watch.before_other()
+        try:
+            self.sandbox = Sandbox(self.job.device)
+            self.sandbox.check_ipc()
+        except (RuntimeError, OSError, SandboxDied, Sticky) as exc:
+            # Nothing of the learner's has run yet: the platform lacks what the separate process
+            # needs (CUDA IPC under WSL, say). Grade as before, in this process, and say so.
+            self.lost()
+            self.fallback = (f"the learner's code runs inside the checker, because a separate process could not "
+                             f"share its memory here ({exc}); a submission can then tamper with its own grading")
+            self.emit(Isolation(False, self.fallback))
+            return
+        self.watch.adopt(self.sandbox.pid)
+        if not self._told:
+            self.emit(Isolation(True, f"a separate process, {self.sandbox.confinement}"))
+            self._told = True
 
     def lost(self) -> None:
         """The learner's process is gone, or its CUDA context is: the next task gets a fresh one."""
@@ -229,7 +245,7 @@ def main(argv: list[str]) -> int:
     ceilings = quiet_ceilings(watch) if job.mode != "sanitize" else {}
     if ceilings:
         emit(Ceilings(**ceilings))
-    learners = Learners(job, watch)
+    learners = Learners(job, watch, emit)
     try:
         return _grade_tasks(emit, job, exercise, ceilings, watch, learners)
     finally:

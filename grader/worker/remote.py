@@ -101,6 +101,15 @@ class Sandbox:
             raise Sticky(cuda_message(str(reply.get("cuda_error")), str(reply.get("message", ""))))
         return reply
 
+    def check_ipc(self) -> None:
+        """Map one buffer of the checker's: CUDA IPC works on this platform (raises otherwise)."""
+        from grader.worker.memory import allocate
+        buffer = allocate("uint8", (256,), 0)
+        reply = self.request(op="map", handles=[buffer.ipc_handle()])
+        if not reply.get("bases"):
+            raise SandboxDied(reply.get("error") or "no address came back")
+        self.request(op="unmap")
+
     def load(self, library: str, task: specmod.Task) -> "RemoteEntry":
         """The learner's library, copied into the process's scratch folder (the only place it may
         read besides the system) and loaded there; LookupError when the symbol is missing."""
