@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -116,6 +117,9 @@ class Server:
 
 
 def main() -> int:
+    # Python ignores SIGXFSZ; the default stops this process once the learner's printf passes the
+    # grader's limit on its output, instead of dropping the rest silently.
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     replies = os.fdopen(int(os.environ["S2S_SANDBOX_REPLIES"]), "w", buffering=1)
     scratch = os.environ["S2S_SANDBOX_SCRATCH"]
     device = int(os.environ.get("S2S_SANDBOX_DEVICE", "0"))

@@ -164,6 +164,7 @@ def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise
     outcome.correct = True
     _free()
     if job.timing and not sanitize:
+        learners.stage = "timing against the baseline"
         baseline = Entry(libraries.baseline_library, task)
         vendor = getattr(exercise.load_reference(), task.vendor) if task.vendor else None
         timing = time_task(emit, task, learner, baseline, reference, vendor, job.seed, ceilings, watch)
