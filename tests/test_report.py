@@ -402,3 +402,25 @@ def test_sanitizer_findings_after_the_first_are_listed_up_to_five(count: int, sh
     assert (more is None) == (not any(line.startswith("... ") for line in lines))
     if more:
         assert any(line.startswith(more) for line in lines)
+
+
+def test_the_report_says_when_the_grader_clock_overruled_the_events():
+    task = passed_task()
+    size = task.timing.sizes[0]
+    size.learner_events_s, size.learner_s, size.clock = 150e-6, 205e-6, "grader"
+    for shown in (flat(text_of(result_of(task))), html_text(result_of(task))):
+        assert "The grader's own clock measured 205.0 µs where the CUDA events in your process said 150.0 µs" in shown
+    size.clock = "events"
+    assert "grader's own clock" not in flat(text_of(result_of(task)))
+
+
+@pytest.mark.parametrize("isolation, shown", [
+    ("a separate process, Landlock ABI 7 (signals and abstract sockets scoped) + seccomp", False),
+    ("a separate process, not confined (this kernel has no Landlock)", True),
+    ("the learner's code runs inside the checker, because a separate process could not share its memory here", True),
+])
+def test_the_report_warns_where_the_learners_code_was_not_kept_apart(isolation: str, shown: bool):
+    result = result_of(passed_task())
+    result.isolation = isolation
+    for text in (flat(text_of(result)), html_text(result)):
+        assert ("Isolation: " + isolation.split(",")[0] in text) is shown
