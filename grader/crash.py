@@ -1,6 +1,7 @@
 """What a process's end status says to a learner: the signal or exit that stopped their code."""
 from __future__ import annotations
 
+import resource
 import signal
 
 OUTPUT_LIMIT_BYTES = 64 << 20       # the learner's printf: beyond this the process is stopped (SIGXFSZ)
@@ -30,3 +31,8 @@ def crash_message(code: int | None) -> str:
         return f"the process was killed by {name}: {hints.get(name, 'a crash')}"
     return (f"the process exited with status {code} in the middle of the task: the code called exit(), "
             "or cudaDeviceReset() tore down its CUDA context")
+
+
+def cap_output() -> None:
+    """In a process that runs learner code: a write past OUTPUT_LIMIT_BYTES stops it (SIGXFSZ)."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT_BYTES, OUTPUT_LIMIT_BYTES))

@@ -50,10 +50,9 @@ def socket_path() -> Path:
 def _grader_key(python: str, pythonpath: str) -> str:
     """The Python, its module path and the grader's sources as this process loaded them: read
     once a process, since a source changed later on disk is not what this process runs."""
-    import grader
     digest = hashlib.sha256(python.encode())
     digest.update(pythonpath.encode())
-    for source in sorted(Path(grader.__file__).parent.rglob("*.py")):
+    for source in sorted(Path(__file__).parent.rglob("*.py")):
         stat = source.stat()
         digest.update(f"{source}:{stat.st_mtime_ns}:{stat.st_size}".encode())
     return digest.hexdigest()[:16]
@@ -268,7 +267,7 @@ def _become_worker(conn: socket.socket, fds: list[int], request: dict[str, Any])
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        from grader.runner import cap_output
+        from grader.crash import cap_output
         cap_output()
         _die_with(conn)
         sys.stdin = open(0, encoding="utf-8", closefd=False)

@@ -11,7 +11,6 @@ import atexit
 import contextlib
 import ctypes
 import os
-import resource
 import secrets
 import selectors
 import signal
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from grader import forkserver
-from grader.crash import OUTPUT_LIMIT_BYTES, crash_message as _crash_message
+from grader.crash import cap_output, crash_message as _crash_message
 from grader.protocol import (Ceilings, Done, Event, Fatal, Isolation, Job, Libraries, Progress, TaskDone, TaskOutcome,
                              TaskStart, parse_event)
 from grader.spec import Exercise, repo_root
@@ -49,11 +48,6 @@ def task_timeout(exercise: Exercise, task: str) -> float:
     """Seconds a task may take in the worker (``S2S_TASK_TIMEOUT`` overrides the spec)."""
     override = os.environ.get("S2S_TASK_TIMEOUT")
     return float(override) if override else exercise.task(task).timeout_s
-
-
-def cap_output() -> None:
-    """In the worker: a write past OUTPUT_LIMIT_BYTES stops it (SIGXFSZ)."""
-    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT_BYTES, OUTPUT_LIMIT_BYTES))
 
 
 def _prepare_child() -> None:
