@@ -49,8 +49,10 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
 SCALAR_DTYPES = ("int32", "int64", "float32")
 COMPUTE_UNITS = ("fp32", "bf16_tensor", "fp16_tensor", "int8_tensor", "fp8_tensor")
 # How an input (or the starting value of an inout buffer) is drawn. "normal" is randn times the
-# case's input_scale for floats and uniform integers in [-128, 127] for integer dtypes.
-FILLS = ("normal", "uniform", "positive", "zeros", "ones", "outliers")
+# case's input_scale for floats and uniform integers in [-128, 127] for integer dtypes, or in the
+# argument's `range` where it has one (indices: class labels in [0, cols)). "ends" is for integers
+# with a range: each element is the lowest or the highest value of the range, at random.
+FILLS = ("normal", "uniform", "positive", "zeros", "ones", "outliers", "ends")
 RESERVED_CASE_KEYS = ("input_scale", "label", "fill")
 _INT_RANGE = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 FLOAT32_MAX = 3.4028234663852886e38
@@ -160,6 +162,14 @@ class Arg:
     fill: str = "normal"
     rtol: float | None = None      # per-output tolerance, overriding the task's
     atol: float | None = None
+    range: tuple[Expr, Expr] | None = None   # integers drawn in [low, high), expressions over the scalars
+    derive: str | None = None      # an input computed by this function of reference.py from the others
+
+    def bounds(self, values: dict[str, Any]) -> tuple[int, int] | None:
+        """[low, high) of an integer argument with a range, at these scalar values."""
+        if self.range is None:
+            return None
+        return int(self.range[0](values)), int(self.range[1](values))
 
     @property
     def c_type(self) -> str:
@@ -522,6 +532,10 @@ def _task(data: dict[str, Any], where: str) -> Task:
                 raise SpecError(f"{where}: shape of {a.name!r} uses {sorted(unknown)}, not scalars of this task")
             if any(scalars[n].dtype == "float32" for n in e.names()):
                 raise SpecError(f"{where}: shape of {a.name!r} uses a float32 scalar; shapes need integers")
+        for e in a.range or ():
+            unknown = e.names() - set(scalars)
+            if unknown:
+                raise SpecError(f"{where}: range of {a.name!r} uses {sorted(unknown)}, not scalars of this task")
     if not any(a.role in ("out", "inout") for a in args):
         raise SpecError(f"{where}: a task needs at least one 'out' or 'inout' argument")
 
@@ -609,7 +623,8 @@ def _arg(data: dict[str, Any], where: str) -> Arg:
     name = str(_req(data, "name", where))
     role = str(_req(data, "role", where))
     dtype = str(_req(data, "dtype", where))
-    known = {"name", "role", "dtype", "shape", "list", "sizes_of", "length_of", "fill", "rtol", "atol"}
+    known = {"name", "role", "dtype", "shape", "list", "sizes_of", "length_of", "fill", "rtol", "atol", "range",
+             "derive"}
     unknown = set(data) - known
     if unknown:
         raise SpecError(f"{where}: argument {name!r} has unknown keys {sorted(unknown)}")
@@ -639,12 +654,20 @@ def _arg(data: dict[str, Any], where: str) -> Arg:
                         f"of tensors) or 'sizes_of' (the element counts of a list), got {kinds or 'none'}")
     if role == "in" and (tol["rtol"] is not None or tol["atol"] is not None):
         raise SpecError(f"{where}: argument {name!r} is an input; tolerances belong to outputs")
+    bounds = _range(data, name, role, dtype, fill, where)
+    derive = data.get("derive")
+    if derive is not None:
+        if role != "in" or not isinstance(derive, str) or not derive.isidentifier() or "shape" not in data or \
+                any(k in data for k in ("fill", "range")):
+            raise SpecError(f"{where}: argument {name!r}: derive names the function of the reference module that "
+                            "computes this input from the others (a forward pass's saved output); it is for a "
+                            "tensor with role 'in' and a shape, without fill or range")
     if "sizes_of" in data:
         if role != "in" or dtype not in ("int32", "int64"):
             raise SpecError(f"{where}: argument {name!r} (sizes_of) must be role 'in' with dtype int32 or int64")
         return Arg(name, role, dtype, sizes_of=str(data["sizes_of"]))
     if "list" in data:
-        return Arg(name, role, dtype, list=str(data["list"]), fill=fill, **tol)
+        return Arg(name, role, dtype, list=str(data["list"]), fill=fill, range=bounds, **tol)
     shape = data["shape"]
     if not isinstance(shape, list) or not shape:
         raise SpecError(f"{where}: shape of {name!r} must be a non-empty list like [\"n\"] or [\"rows\", \"cols\"]")
@@ -654,7 +677,31 @@ def _arg(data: dict[str, Any], where: str) -> Arg:
             ast.parse(e.text, mode="eval")
         except SyntaxError:
             raise SpecError(f"{where}: shape of {name!r}: {e.text!r} is not an expression") from None
-    return Arg(name, role, dtype, exprs, fill=fill, **tol)
+    return Arg(name, role, dtype, exprs, fill=fill, range=bounds, derive=derive, **tol)
+
+
+def _range(data: dict[str, Any], name: str, role: str, dtype: str, fill: str,
+           where: str) -> tuple[Expr, Expr] | None:
+    """An integer argument's `range = [low, high]`: values drawn in [low, high), each bound a number or an
+    expression over the scalars."""
+    if "range" not in data:
+        if fill == "ends":
+            raise SpecError(f"{where}: argument {name!r} has fill 'ends', which needs a range = [low, high]")
+        return None
+    value = data["range"]
+    if DTYPES[dtype].kind != "int" or role not in ("in", "inout"):
+        raise SpecError(f"{where}: argument {name!r}: range is for integer inputs (and inout state)")
+    if not isinstance(value, list) or len(value) != 2 or not all(
+            isinstance(v, (int, str)) and not isinstance(v, bool) for v in value):
+        raise SpecError(f"{where}: argument {name!r}: range must be [low, high], two integers or expressions "
+                        f"(values are drawn in [low, high)), got {value!r}")
+    exprs = (Expr(str(value[0])), Expr(str(value[1])))
+    for e in exprs:
+        try:
+            ast.parse(e.text, mode="eval")
+        except SyntaxError:
+            raise SpecError(f"{where}: range of {name!r}: {e.text!r} is not an expression") from None
+    return exprs
 
 
 def _scalar_value(arg: Arg, value: Any, where: str) -> Value:
@@ -729,10 +776,13 @@ def _case(data: Any, args: tuple[Arg, ...], where: str, field_name: str, optiona
     values = {k: _scalar_value(scalars[k], data[k], at) for k in scalars if k in data}
     lists = {k: _shapes(data[k], k, at) for k in sorted(list_keys)}
     fills = data.get("fill", {})
-    tensors = {a.name for a in args if a.role in ("in", "inout") and not a.sizes_of}
+    tensors = {a.name: a for a in args if a.role in ("in", "inout") and not a.sizes_of and not a.derive}
     if not isinstance(fills, dict) or not all(k in tensors and v in FILLS for k, v in fills.items()):
         raise SpecError(f"{at}: fill must map input or inout arguments ({sorted(tensors)}) to one of {FILLS}, "
                         f"got {fills!r}")
+    for k, v in fills.items():
+        if v == "ends" and tensors[k].range is None:
+            raise SpecError(f"{at}: fill 'ends' for {k!r} needs a range = [low, high] on that argument")
     scale = data.get("input_scale", 1.0)
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
         raise SpecError(f"{at}: input_scale must be a number, got {scale!r}")
@@ -746,6 +796,10 @@ def _case(data: Any, args: tuple[Arg, ...], where: str, field_name: str, optiona
                 raise SpecError(f"{at}: shape of {a.name!r}: {exc}") from None
             if any(d < 0 for d in dims):
                 raise SpecError(f"{at}: case {case.describe()} gives {a.name!r} the shape {dims}")
+        if a.range is not None and not set().union(*(e.names() for e in a.range)) - set(values):
+            low, high = a.bounds(values)
+            if high <= low:
+                raise SpecError(f"{at}: case {case.describe()} gives {a.name!r} the empty range [{low}, {high})")
     return case
 
 

@@ -111,19 +111,40 @@ def small_cases(task: Task) -> list[spec.Case]:
     return [c for c in task.cases if sum(a.numel(c) for a in task.tensors) <= SMALL_ELEMENTS]
 
 
-def reference_inputs(task: Task, case: spec.Case, gen: torch.Generator) -> list:
-    """What the grader passes a reference: float64 tensors (lists of them), element counts, scalars."""
+def reference_inputs(task: Task, case: spec.Case, gen: torch.Generator, functions=None) -> list:
+    """What the grader passes a reference: float64 tensors (lists of them), element counts, scalars;
+    integers with a range drawn in it, derived inputs computed by their function of ``functions``."""
     scalars = task.scalar_values(case, 0)
-    out = []
+    values = dict(scalars)
     for a in task.reference_args:
-        if a.role == "scalar":
-            out.append(scalars[a.name])
-        elif a.sizes_of:
-            out.append(torch.tensor([math.prod(s) for s in case.lists[a.sizes_of]], dtype=torch.int64))
+        if a.role == "scalar" or a.derive:
+            continue
+        if a.sizes_of:
+            values[a.name] = torch.tensor([math.prod(s) for s in case.lists[a.sizes_of]], dtype=torch.int64)
+            continue
+        if a.range is not None:
+            low, high = a.bounds(scalars)
+            tensors = [torch.randint(low, high, s, generator=gen).to(torch.float64) for s in a.shapes(case)]
         else:
             tensors = [torch.randn(s, generator=gen, dtype=torch.float64).abs() for s in a.shapes(case)]
-            out.append(tensors if a.list else tensors[0])
-    return out
+        values[a.name] = tensors if a.list else tensors[0]
+    for a in task.reference_args:
+        if a.derive:
+            fn = getattr(functions, a.derive)
+            values[a.name] = fn(**{p: values[p] for p in spec.reference_parameters(fn)})
+    return [values[a.name] for a in task.reference_args]
+
+
+@pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
+def test_derived_inputs_name_functions_of_the_reference_module(ex, task):
+    """A derived input's function exists and takes only the task's other inputs and scalars."""
+    module = ex.load_reference()
+    names = {a.name for a in task.args if not a.derive and a.role in ("in", "scalar")}
+    for a in task.args:
+        if a.derive:
+            fn = getattr(module, a.derive, None)
+            assert fn is not None, f"{a.name}: reference.py has no {a.derive}()"
+            assert set(spec.reference_parameters(fn)) <= names, (a.name, a.derive)
 
 
 @pytest.mark.parametrize("ex, task", TASKS, ids=TASK_IDS)
@@ -134,7 +155,7 @@ def test_reference_output_shapes_match_the_spec(ex, task):
     gen = torch.Generator().manual_seed(0)
     for case in cases:
         with torch.no_grad():
-            got = fn(*reference_inputs(task, case, gen))
+            got = fn(*reference_inputs(task, case, gen, ex.load_reference()))
         got = got if isinstance(got, tuple) else (got,)
         assert len(got) == len(task.results)
         for out, arg in zip(got, task.results):

@@ -41,10 +41,10 @@ class Emitter:
 
 
 def check_case(task: specmod.Task, case: specmod.Case, learner: Any, reference: Callable[..., Any],
-               seed: int, guard: int) -> CaseResult:
+               seed: int, guard: int, functions: Any = None) -> CaseResult:
     """The case's calls on fresh inputs and one state, each compared with its reference; the first
-    call that goes wrong is the result."""
-    memory = CaseMemory.allocate(task, case, guard)
+    call that goes wrong is the result. ``functions``: the reference module, for derived inputs."""
+    memory = CaseMemory.allocate(task, case, guard, functions)
     memory.fill(seed)
     with attached(learner, memory):
         return _check_calls(task, case, memory, learner, reference, seed)
@@ -55,7 +55,7 @@ def _check_calls(task: specmod.Task, case: specmod.Case, memory: CaseMemory, lea
     seconds = 0.0
     for call in range(len(task.calls)):
         if call:   # fresh inputs, the state (inout buffers) as the previous call left it
-            memory.fill(case_seed(seed, "call", str(call)), roles=("in",))
+            memory.fill(case_seed(seed, "call", str(call)), roles=("in",), call=call)
         scalars = task.scalar_values(case, call)
         memory.snapshot()
         memory.poison_outputs()
@@ -148,7 +148,8 @@ def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise
         learner = learners.load(libraries.library, task)
     except LookupError:
         return TaskOutcome.failure(name, "missing symbol", f"the library has no function named {task.symbol!r}")
-    reference = exercise.reference_function(task)
+    functions = exercise.load_reference()
+    reference = getattr(functions, task.reference)
     sanitize = job.mode == "sanitize"
     cases = sanitizer_cases(task, job) if sanitize else list(task.cases)
     outcome = TaskOutcome(name)
@@ -156,7 +157,7 @@ def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise
         emit(Progress(name, "check", case.describe(), i + 1, len(cases)))
         learners.stage = f"checking case {i + 1}/{len(cases)} ({case.describe()})"
         result = check_case(task, case, learner, reference, case_seed(job.seed, name, f"case{i}"),
-                            0 if sanitize else GUARD_BYTES)
+                            0 if sanitize else GUARD_BYTES, functions)
         outcome.cases.append(result)
         if not result.passed:
             _free()
@@ -166,8 +167,8 @@ def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise
     if job.timing and not sanitize:
         learners.stage = "timing against the baseline"
         baseline = Entry(libraries.baseline_library, task)
-        vendor = getattr(exercise.load_reference(), task.vendor) if task.vendor else None
-        timing = time_task(emit, task, learner, baseline, reference, vendor, job.seed, ceilings, watch)
+        vendor = getattr(functions, task.vendor) if task.vendor else None
+        timing = time_task(emit, task, learner, baseline, reference, vendor, job.seed, ceilings, watch, functions)
         _free()     # the benchmark's buffers went with time_task's frame
         if isinstance(timing, Problem):     # a disturbed timing leaves the correctness as it was
             outcome.error, outcome.correct = timing, timing.kind == "disturbed"

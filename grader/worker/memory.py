@@ -129,9 +129,11 @@ class CaseMemory:
     case: specmod.Case
     args: dict[str, ArgMemory]
     before: dict[str, list[Any]] = field(default_factory=dict)
+    functions: Any = None        # the exercise's reference module: where derived inputs come from
 
     @classmethod
-    def allocate(cls, task: specmod.Task, case: specmod.Case, guard: int = GUARD_BYTES) -> "CaseMemory":
+    def allocate(cls, task: specmod.Task, case: specmod.Case, guard: int = GUARD_BYTES,
+                 functions: Any = None) -> "CaseMemory":
         import torch
         args: dict[str, ArgMemory] = {}
         for a in task.tensors:
@@ -143,7 +145,7 @@ class CaseMemory:
             if a.list is not None:
                 memory.table = allocate("int64", (len(buffers),), guard)
             args[a.name] = memory
-        out = cls(task, case, args)
+        out = cls(task, case, args, functions=functions)
         out.write_tables()
         return out
 
@@ -188,17 +190,44 @@ class CaseMemory:
             out.append(table.local_ptr if table is not None else m.buffers[0].local_ptr)
         return out
 
-    def fill(self, seed: int, roles: tuple[str, ...] = ("in", "inout")) -> None:
-        """Fresh random values for the arguments of these roles (element counts excepted)."""
+    def fill(self, seed: int, roles: tuple[str, ...] = ("in", "inout"), call: int = 0) -> None:
+        """Fresh random values for the arguments of these roles (element counts excepted); then the
+        derived inputs, computed from those values as the spec's functions say."""
         import torch
         gen = torch.Generator(device="cuda")
         gen.manual_seed(seed)
+        scalars = self.task.scalar_values(self.case, call)
         for memory in self.args.values():
             a = memory.arg
-            if a.role in roles and a.sizes_of is None:
+            if a.role in roles and a.sizes_of is None and a.derive is None:
                 kind = self.case.fills.get(a.name, a.fill)
                 for t in memory.tensors():
-                    t.copy_(_draw(kind, t.shape, t.dtype, self.case.input_scale, gen))
+                    t.copy_(_draw(kind, t.shape, t.dtype, self.case.input_scale, gen, a.bounds(scalars)))
+        if "in" in roles:
+            for a in self.task.args:
+                if a.derive is not None:
+                    self.args[a.name].buffers[0].tensor().copy_(self._derived(a, scalars))
+
+    def _derived(self, arg: specmod.Arg, scalars: dict[str, Any]) -> Any:
+        """What the reference module's function ``arg.derive`` computes, in float64, from the arguments
+        its parameters name (tensors as float64 copies, scalars as numbers)."""
+        import inspect
+        import torch
+        fn = getattr(self.functions, arg.derive, None) if self.functions is not None else None
+        if fn is None:
+            raise RuntimeError(f"input '{arg.name}' is derived by {arg.derive}(), which the reference module "
+                               "does not define")
+        kwargs = {}
+        for name in inspect.signature(fn).parameters:
+            if name in scalars:
+                kwargs[name] = scalars[name]
+            elif name in self.args and self.args[name].arg.list is None:
+                kwargs[name] = self.args[name].buffers[0].tensor().to(torch.float64)
+            else:
+                raise RuntimeError(f"{arg.derive}() takes {name!r}, which is neither a tensor nor a scalar of "
+                                   f"task {self.task.name}")
+        with torch.no_grad():
+            return fn(**kwargs)
 
     def snapshot(self) -> None:
         """Copy what the call reads (in and inout arguments), before the call."""
@@ -253,20 +282,28 @@ def plant_outliers(values):
     return values
 
 
-def _draw(kind: str, shape: Any, dtype: Any, scale: float, gen: Any):
-    """Values for one tensor, drawn on the GPU in float32 (or int32) and cast by the copy."""
+def _draw(kind: str, shape: Any, dtype: Any, scale: float, gen: Any, bounds: tuple[int, int] | None = None,
+          device: str = "cuda"):
+    """Values for one tensor, drawn on the GPU in float32 (or int32) and cast by the copy. Integers with
+    bounds [low, high) are drawn uniformly in them, or ("ends") each one of low and high - 1."""
     import torch
+    if bounds is not None and kind not in ("zeros", "ones"):
+        low, high = bounds
+        if kind == "ends":
+            pick = torch.rand(shape, generator=gen, device=device) < 0.5
+            return torch.where(pick, low, high - 1).to(torch.int64)
+        return torch.randint(low, high, shape, generator=gen, device=device, dtype=torch.int64)
     if kind == "zeros":
-        return torch.zeros(shape, device="cuda", dtype=torch.float32)
+        return torch.zeros(shape, device=device, dtype=torch.float32)
     if kind == "ones":
-        return torch.ones(shape, device="cuda", dtype=torch.float32)
+        return torch.ones(shape, device=device, dtype=torch.float32)
     if dtype.is_floating_point:
         if kind == "uniform":
-            return torch.rand(shape, generator=gen, device="cuda", dtype=torch.float32) * scale
-        values = torch.randn(shape, generator=gen, device="cuda", dtype=torch.float32) * scale
+            return torch.rand(shape, generator=gen, device=device, dtype=torch.float32) * scale
+        values = torch.randn(shape, generator=gen, device=device, dtype=torch.float32) * scale
         if kind == "outliers":
             return plant_outliers(values)
         return values.abs_() if kind == "positive" else values
     info = torch.iinfo(dtype)
     low = 0 if kind in ("uniform", "positive") else max(info.min, -128)
-    return torch.randint(low, min(info.max, 127) + 1, shape, generator=gen, device="cuda", dtype=torch.int32)
+    return torch.randint(low, min(info.max, 127) + 1, shape, generator=gen, device=device, dtype=torch.int32)

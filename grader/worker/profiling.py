@@ -24,7 +24,7 @@ def profile_tasks(emit: Callable[[Any], None], job: Job, exercise: specmod.Exerc
         except LookupError:
             continue
         case = task.benchmarks[0]
-        memory = CaseMemory.allocate(task, case)
+        memory = CaseMemory.allocate(task, case, functions=exercise.load_reference())
         memory.fill(case_seed(job.seed, "profile", name))
         values = memory.call_values(task.scalar_values(case))
         synchronize()

@@ -46,8 +46,9 @@ WRONG_TIMED_OUTPUT = ("the output of a timed call was wrong, although the same c
 
 def time_task(emit: Callable[[Any], None], task: specmod.Task, learner: Entry, baseline: Entry,
               reference: Callable[..., Any], vendor: Callable[..., Any] | None, seed: int,
-              ceilings: dict[str, Any], watch: Watch) -> list[SizeTiming] | Problem:
-    """Median times at every benchmark size, or the problem that stopped the timing."""
+              ceilings: dict[str, Any], watch: Watch, functions: Any = None) -> list[SizeTiming] | Problem:
+    """Median times at every benchmark size, or the problem that stopped the timing. ``functions``: the
+    reference module, for derived inputs."""
     import torch
     # Reading (not writing) twice the L2's size evicts everything, including dirty lines from
     # the output poisoning, and leaves only clean lines behind: the timed call then neither
@@ -57,7 +58,7 @@ def time_task(emit: Callable[[Any], None], task: specmod.Task, learner: Entry, b
     out: list[SizeTiming] = []
     for index, case in enumerate(task.benchmarks):
         emit(Progress(task.name, "time", case.describe(), index + 1, len(task.benchmarks)))
-        memory = CaseMemory.allocate(task, case)
+        memory = CaseMemory.allocate(task, case, functions=functions)
         result = watched(watch, case.describe(), lambda: _time_size(
             task, case, memory, learner, baseline, reference, vendor, case_seed(seed, task.name, f"benchmark{index}"),
             timer))
