@@ -8,6 +8,7 @@ stub, baseline and solution; every .cu file must compile for sm_90 when nvcc is 
 from __future__ import annotations
 
 import ast
+import math
 import importlib.util
 import inspect
 import re
@@ -190,6 +191,130 @@ def test_attention_reference_survives_large_scores(causal):
 # --- spec -----------------------------------------------------------------------------------
 
 
+# --- a Transformer block's training step, against PyTorch autograd in float64 ---------------
+
+
+def _randn(*shape, seed):
+    return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (5, 1), (3, 7), (17, 33), (4, 768)])
+def test_layernorm_forward_reference_matches_torch(rows, cols):
+    ref = load_reference()
+    x, gamma, beta = _randn(rows, cols, seed=1), _randn(cols, seed=2), _randn(cols, seed=3)
+    y, mean, rstd = ref.layernorm_forward(x, gamma, beta, rows, cols)
+    torch.testing.assert_close(y, F.layer_norm(x, (cols,), gamma, beta, eps=1e-5), rtol=1e-12, atol=1e-12)
+    torch_y, torch_mean, torch_rstd = torch.native_layer_norm(x, [cols], gamma, beta, 1e-5)
+    torch.testing.assert_close(mean, torch_mean.reshape(rows), rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(rstd, torch_rstd.reshape(rows), rtol=1e-12, atol=1e-15)
+    if cols == 1:       # one column: x - mean = 0, so y = beta and rstd = 1 / sqrt(eps)
+        assert torch.equal(y, beta.expand(rows, 1))
+        torch.testing.assert_close(rstd, torch.full((rows,), 1e-5 ** -0.5, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (5, 1), (3, 7), (17, 33), (4, 768)])
+def test_layernorm_backward_reference_matches_autograd(rows, cols):
+    ref = load_reference()
+    x = _randn(rows, cols, seed=4).requires_grad_()
+    gamma, beta = _randn(cols, seed=5).requires_grad_(), _randn(cols, seed=6).requires_grad_()
+    dy = _randn(rows, cols, seed=7)
+    F.layer_norm(x, (cols,), gamma, beta, eps=1e-5).backward(dy)
+    x0 = x.detach()
+    mean, rstd = ref.layernorm_mean(x0, rows, cols), ref.layernorm_rstd(x0, rows, cols)
+    dx, dgamma, dbeta = ref.layernorm_backward(x0, gamma.detach(), mean, rstd, dy, rows, cols)
+    torch.testing.assert_close(dx, x.grad, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(dgamma, gamma.grad, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(dbeta, beta.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_layernorm_backward_reference_uses_the_statistics_it_is_given():
+    """The backward pass takes mean and rstd as saved: other statistics give another x_hat."""
+    ref = load_reference()
+    x, gamma, dy = _randn(3, 8, seed=8), _randn(8, seed=9), _randn(3, 8, seed=10)
+    mean, rstd = ref.layernorm_mean(x, 3, 8), ref.layernorm_rstd(x, 3, 8)
+    _, dgamma, dbeta = ref.layernorm_backward(x, gamma, mean, rstd, dy, 3, 8)
+    _, shifted, same = ref.layernorm_backward(x, gamma, mean + 1, rstd, dy, 3, 8)
+    assert torch.equal(same, dbeta) and not torch.allclose(shifted, dgamma)
+
+
+@pytest.mark.parametrize("rows, cols, scale", [(1, 1, 1.0), (5, 1, 1.0), (3, 7, 1.0), (17, 1000, 1.0),
+                                               (9, 3000, 1e4), (4, 50257, 1.0)])
+def test_cross_entropy_reference_matches_autograd(rows, cols, scale):
+    ref = load_reference()
+    logits = (scale * _randn(rows, cols, seed=11)).requires_grad_()
+    targets = torch.randint(0, cols, (rows,), generator=torch.Generator().manual_seed(12))
+    loss = F.cross_entropy(logits, targets, reduction="none")
+    loss.mean().backward()
+    got_loss, got = ref.cross_entropy(logits.detach(), targets.to(torch.float64), rows, cols)
+    torch.testing.assert_close(got_loss, loss.detach(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(got.value, logits.grad, rtol=1e-12, atol=1e-300)
+    assert torch.isfinite(got_loss).all()
+    # The allowance is only at the targets, and only there p - 1 can be close to 0.
+    assert (got.allowed > 0).sum() <= rows
+    torch.testing.assert_close(got.allowed.sum(dim=1), 1e-4 * torch.softmax(logits.detach(), 1).gather(
+        1, targets[:, None]).squeeze(1) / rows, rtol=1e-12, atol=1e-300)
+
+
+def test_cross_entropy_reference_of_equal_logits_and_of_confident_rows():
+    ref = load_reference()
+    loss, grad = ref.cross_entropy(torch.zeros(3, 50257, dtype=torch.float64),
+                                   torch.tensor([0.0, 50256.0, 7.0]), 3, 50257)
+    torch.testing.assert_close(loss, torch.full((3,), math.log(50257), dtype=torch.float64))
+    assert grad.value[0, 0] == pytest.approx((1 / 50257 - 1) / 3) and grad.value[1, 1] == pytest.approx(1 / 50257 / 3)
+    # Logits of 1e4 and a target at the maximum: the loss is 0 and nothing overflows.
+    logits = torch.tensor([[1e4, -1e4, 0.0]], dtype=torch.float64)
+    loss, grad = ref.cross_entropy(logits, torch.tensor([0.0]), 1, 3)
+    assert loss.item() == 0.0 and torch.equal(grad.value, torch.zeros(1, 3, dtype=torch.float64))
+
+
+def test_cross_entropy_large_logits_overflow_a_naive_float32_exp():
+    case = next(c for t in TASKS if t["name"] == "cross_entropy" for c in t["cases"]
+                if c.get("input_scale", 1) >= 1e4)
+    assert torch.isinf(torch.exp(case["input_scale"] * torch.randn(case["rows"], case["cols"]))).any()
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+@pytest.mark.parametrize("bh, seq, dim", [(1, 1, 64), (3, 17, 64), (2, 40, 128)])
+def test_attention_backward_reference_matches_autograd(bh, seq, dim, causal):
+    ref = load_reference()
+    q, k, v = (_randn(bh, seq, dim, seed=20 + i).requires_grad_() for i in range(3))
+    dO = _randn(bh, seq, dim, seed=23)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+    out.backward(dO)
+    o = ref.attention(q.detach(), k.detach(), v.detach(), bh, seq, dim, causal)
+    dq, dk, dv = ref.attention_backward(q.detach(), k.detach(), v.detach(), o, dO, bh, seq, dim, causal)
+    for got, want in ((dq, q.grad), (dk, k.grad), (dv, v.grad)):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_attention_backward_reference_delta_is_rowsum_of_dp_times_p():
+    """delta = rowsum(dO * o) equals rowsum(dP * P): the identity that lets a kernel skip P."""
+    ref = load_reference()
+    bh, seq, dim = 2, 33, 64
+    q, k, v, dO = (_randn(bh, seq, dim, seed=30 + i) for i in range(4))
+    p = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(dim), dim=2)
+    o = ref.attention(q, k, v, bh, seq, dim, 0)
+    torch.testing.assert_close((dO * o).sum(2), ((dO @ v.transpose(1, 2)) * p).sum(2), rtol=1e-12, atol=1e-12)
+
+
+def test_attention_backward_reference_slices_many_heads_like_one():
+    ref = load_reference()
+    bh, seq, dim = 3, 3000, 64   # several slices of the score matrices
+    q, k, v, dO = (_randn(bh, seq, dim, seed=40 + i) for i in range(4))
+    o = ref.attention(q, k, v, bh, seq, dim, 1)
+    full = ref.attention_backward(q, k, v, o, dO, bh, seq, dim, 1)
+    one = ref.attention_backward(q[2:], k[2:], v[2:], o[2:], dO[2:], 1, seq, dim, 1)
+    for a, b in zip(full, one):
+        torch.testing.assert_close(a[2:], b, rtol=1e-12, atol=1e-14)
+
+
+# --- spec -----------------------------------------------------------------------------------
+
+
+def _benchmarks(task: dict) -> list[dict]:
+    return task["benchmark"] if isinstance(task["benchmark"], list) else [task["benchmark"]]
+
+
 @pytest.mark.parametrize("task", TASKS, ids=task_ids(TASKS))
 def test_spec_task_is_consistent(task):
     args = task["args"]
@@ -198,6 +323,8 @@ def test_spec_task_is_consistent(task):
     assert {a["role"] for a in args} <= {"in", "out", "scalar"}
     assert all(a["dtype"] in C_TYPES for a in args)
     assert all(a["dtype"] == "int32" for a in args if a["role"] == "scalar")
+    # Integer inputs are indices: they say where they point.
+    assert all("range" in a for a in args if a["role"] == "in" and a["dtype"] == "int32")
     assert any(a["role"] == "out" for a in args)
     assert task["compute"] in {"fp32", "bf16_tensor"}
 
@@ -208,19 +335,22 @@ def test_spec_task_is_consistent(task):
     for key in ("flops", "bytes"):
         assert expression_names(task[key]) <= set(scalars), (key, task[key])
 
-    for case in task["cases"] + [task["benchmark"]]:
-        assert set(case) - {"input_scale"} == set(scalars), case
+    for case in task["cases"] + _benchmarks(task):
+        assert set(case) - {"input_scale", "fill"} == set(scalars), case
         values = {name: case[name] for name in scalars}
         for arg in args:
             for expr in arg.get("shape", []):
                 assert evaluate(expr, values) > 0, (case, arg["name"], expr)
         assert evaluate(task["flops"], values) >= 0
         assert evaluate(task["bytes"], values) > 0
-    assert task["benchmark"] in task["cases"], "the benchmark size must also be checked"
+    assert all(b in task["cases"] for b in _benchmarks(task)), "the benchmark sizes must also be checked"
 
     ref = load_reference()
     params = list(inspect.signature(getattr(ref, task["reference"])).parameters)
     assert params == inputs + scalars
+    for arg in args:
+        if "derive" in arg:
+            assert set(inspect.signature(getattr(ref, arg["derive"])).parameters) <= set(inputs + scalars)
     if "vendor" in task:
         assert list(inspect.signature(getattr(ref, task["vendor"])).parameters) == inputs + scalars
 
@@ -241,6 +371,21 @@ def test_spec_cases_cover_the_edges():
     bench = tasks["attention_bf16"]["benchmark"]
     assert bench == {"bh": 128, "seq": 4096, "dim": 128, "causal": 0}
     assert {**bench, "causal": 1} in tasks["attention_bf16"]["cases"]
+    for name in ("layernorm_forward", "layernorm_backward", "cross_entropy"):
+        cases = tasks[name]["cases"]
+        assert {c["rows"] for c in cases} >= {1, 5} and {c["cols"] for c in cases} >= {1, 7, 4097}
+        assert any(c["cols"] > 32768 for c in cases), "a row longer than a block's registers"
+    ce = tasks["cross_entropy"]["cases"]
+    assert any(c.get("input_scale", 1) >= 1e4 for c in ce), "logits of size 1e4"
+    assert any(c.get("fill", {}).get("logits") == "zeros" for c in ce), "a row of equal logits"
+    assert any(c.get("fill", {}).get("targets") == "ends" and c["cols"] == 50257 for c in ce), \
+        "targets at both ends of GPT-2's vocabulary"
+    assert {"rows": 8192, "cols": 50257} in tasks["cross_entropy"]["benchmark"]
+    assert {"rows": 8192, "cols": 768} in tasks["layernorm_backward"]["benchmark"]
+    backward = tasks["attention_backward"]
+    assert {1, 17, 129, 1000} <= {c["seq"] for c in backward["cases"]}
+    assert {(d, c) for d in (64, 128) for c in (0, 1)} <= {(c["dim"], c["causal"]) for c in backward["cases"]}
+    assert {b["causal"] for b in backward["benchmark"]} == {0, 1}
 
 
 def test_spec_flops_count_only_visible_pairs_when_causal():
