@@ -29,11 +29,15 @@ NOTEBOOK = EXERCISE_DIR / "04_sequence_models.ipynb"
 ANSWERS_PATH = ROOT / "solutions" / "04_sequence_models" / "answers.py"
 
 PROMPT_IDS = ["softmax_jacobian", "softmax_numbers", "stable_softmax", "online_softmax",
-              "attention_costs"]
+              "attention_costs", "attention_softmax_backward", "backward_costs", "layernorm_backward",
+              "cross_entropy"]
 FUNCTIONS = {
     "softmax_jacobian": ("softmax_jacobian", "softmax_vjp"),
     "stable_softmax": ("stable_softmax",),
     "online_softmax": ("online_update", "online_update_block", "flash_update", "flash_finalize"),
+    "attention_softmax_backward": ("ds_from_dp", "delta_from_output"),
+    "layernorm_backward": ("layernorm_dx", "layernorm_dgamma_dbeta"),
+    "cross_entropy": ("logsumexp32", "cross_entropy_grad"),
 }
 
 
@@ -524,6 +528,86 @@ def test_a_missing_shape_is_named(answers):
     assert not result.passed and "\u2718 bf16_causal: missing" in result.message
 
 
+# ------------------------------------------------------------------ 5 · a training step backwards
+
+def _normalised(x):
+    mean = x.mean(axis=1, keepdims=True)
+    rstd = 1 / np.sqrt(((x - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    return (x - mean) * rstd, rstd
+
+
+TRAINING_SLIPS = {
+    "dS without the row term": ("ds_from_dp", lambda p, dp: p * dp, "second term is missing"),
+    "dS without the factor P": ("ds_from_dp", lambda p, dp: dp - (dp * p).sum(1, keepdims=True), "multiply by P"),
+    "dS with an unweighted sum": ("ds_from_dp", lambda p, dp: p * (dp - dp.sum(1, keepdims=True)),
+                                  "weighted by the probabilities"),
+    "dS summed down the columns": ("ds_from_dp", lambda p, dp: p * (dp - (dp * p).sum(0, keepdims=True)),
+                                   "along the row"),
+    "delta summed over the queries": ("delta_from_output", lambda dO, o: (dO * o).sum(0), "one entry per query"),
+    "delta as a matrix": ("delta_from_output", lambda dO, o: dO @ o.T, "one entry per query"),
+    "delta from dO alone": ("delta_from_output", lambda dO, o: dO.sum(1), "swap the order"),
+    "dx without the mean's term": ("layernorm_dx", lambda x, gamma, dy: (lambda xh, r: r * (
+        dy * gamma - xh * (dy * gamma * xh).mean(1, keepdims=True)))(*_normalised(x)), "from the mean is missing"),
+    "dx without gamma": ("layernorm_dx", lambda x, gamma, dy: (lambda xh, r: r * (
+        dy - dy.mean(1, keepdims=True) - xh * (dy * xh).mean(1, keepdims=True)))(*_normalised(x)), "without gamma"),
+    "dgamma from x, not x_hat": ("layernorm_dgamma_dbeta", lambda x, dy: ((dy * x).sum(0), dy.sum(0)), "sums dy * x"),
+    "dgamma summed along the rows": ("layernorm_dgamma_dbeta", lambda x, dy: (
+        (dy * _normalised(x)[0]).sum(1), dy.sum(1)), "sum over the rows"),
+    "the means instead of the sums": ("layernorm_dgamma_dbeta", lambda x, dy: (
+        (dy * _normalised(x)[0]).mean(0), dy.mean(0)), "A sum, not a mean"),
+    "a logsumexp that overflows": ("logsumexp32", lambda z: np.log(np.sum(np.exp(z))), "exp(88.72)"),
+    "a logsumexp that forgets the shift": ("logsumexp32", lambda z: np.log(np.sum(np.exp(z - z.max()))),
+                                           "comes back as + m"),
+    "a logsumexp in float64": ("logsumexp32", lambda z: np.float64(np.log(np.sum(np.exp(z - z.max())))) + float(
+        z.max()), "compute in float32"),
+    "the gradient's sign flipped": ("cross_entropy_grad", lambda z, t: np.eye(len(z))[t] - softmax(z), "sign"),
+    "softmax without the one-hot": ("cross_entropy_grad", lambda z, t: softmax(z), "second term"),
+}
+
+
+@pytest.mark.parametrize("slip", list(TRAINING_SLIPS))
+def test_training_step_mistakes_fail_with_a_message_naming_them(answers, slip):
+    name, wrong, needle = TRAINING_SLIPS[slip]
+    prompt, answer = with_function(answers, name, wrong)
+    with np.errstate(all="ignore"):
+        result = check("04", prompt, answer)
+    assert_fails_naming(result, name, needle)
+    for other in set(FUNCTIONS[prompt]) - {name}:
+        assert f"\u2714 {other}" in result.message
+
+
+def test_the_delta_identity_holds_on_the_checkers_cases():
+    for case in sequence_models.attention_cases():
+        np.testing.assert_allclose((case.dO * case.o).sum(1), (case.dp * case.p).sum(1), rtol=1e-12, atol=1e-12)
+
+
+BACKWARD_COST_SLIPS = {
+    "forward without the 2 FLOPs": ("forward_flops", 0.5, "2 FLOPs per multiply-add"),
+    "backward without recomputing S": ("backward_flops", 0.8, "S = q k^T must be recomputed"),
+    "backward of the gradients only": ("backward_flops", 0.6, "P and dP need two more"),
+    "P in bf16": ("p_bytes_per_head", 0.5, "4 bytes a weight"),
+    "P counted in weights": ("p_bytes_per_head", 0.25, "Count bytes"),
+    "P read but never written": ("recompute_flops_per_byte", 2.0, "crosses the bus twice"),
+}
+
+
+@pytest.mark.parametrize("slip", list(BACKWARD_COST_SLIPS))
+def test_backward_cost_mistakes_fail_with_a_message_naming_them(answers, slip):
+    key, factor, needle = BACKWARD_COST_SLIPS[slip]
+    answer = dict(answers.backward_costs, **{key: answers.backward_costs[key] * factor})
+    result = check("04", "backward_costs", answer)
+    assert_fails_naming(result, key, needle)
+
+
+def test_backward_costs_follow_the_spec():
+    costs = sequence_models.BACKWARD_COSTS
+    assert costs["backward_over_forward"] == pytest.approx(2.5)
+    assert costs["p_bytes_per_head"] == 4 * 4096**2 == 64 * 2**20
+    assert costs["recompute_flops_per_byte"] == pytest.approx(16.0)
+    task = spec.find("04").task("attention_backward")
+    assert costs["backward_flops"] == task.flops({"bh": 32, "seq": 2048, "dim": 64, "causal": 0})
+
+
 # ------------------------------------------------------------------ stubs and odd answers
 
 @pytest.mark.parametrize("prompt", list(FUNCTIONS))
@@ -600,8 +684,8 @@ def test_the_notebook_holds_templates_not_answers():
     for snippet in snippets:
         assert snippet not in everything, snippet
     answer_code = "\n".join(source(c) for c in cells_tagged(notebook(), "answer:").values())
-    assert answer_code.count("# YOUR ANSWER HERE") >= 2 + 5 + 1 + 4 + 6
-    assert answer_code.count("raise NotImplementedError") == 2 + 1 + 4
+    assert answer_code.count("# YOUR ANSWER HERE") >= 2 + 5 + 1 + 4 + 6 + 2 + 6 + 2 + 2
+    assert answer_code.count("raise NotImplementedError") == 2 + 1 + 4 + 2 + 2 + 2
 
 
 def run_notebook(answer_source=None) -> dict[str, CheckResult]:

@@ -1,5 +1,6 @@
 """Checkers of exercise 04 (Sequence models): softmax calculus and numerics, the online softmax,
-and what fusing attention saves.
+what fusing attention saves, and the backward passes of a training step (attention's, LayerNorm's,
+the cross-entropy loss's).
 
 Each checker compares the learner's answer with the truth and, when they differ, replays the
 mistakes people make (a Jacobian without its diagonal term, an exponent that overflows, a running
@@ -883,6 +884,398 @@ def check_attention_costs(answer: Any) -> Verdict:
     return Verdict(passed, "\n".join(lines))
 
 
+# ================================================================== 5 · a training step: attention's backward
+
+ATTENTION_BACKWARD = EXERCISE.task("attention_backward")
+RTOL_DS = 1e-9
+
+
+def _row_softmax(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class AttentionCase:
+    """A small attention problem: q, k, v, dO of one head, and what the forward pass gives."""
+
+    label: str
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    dO: np.ndarray
+
+    @property
+    def p(self) -> np.ndarray:
+        return _row_softmax(self.q @ self.k.T / math.sqrt(self.q.shape[1]))
+
+    @property
+    def o(self) -> np.ndarray:
+        return self.p @ self.v
+
+    @property
+    def dp(self) -> np.ndarray:
+        return self.dO @ self.v.T
+
+
+def attention_cases(seed: int = 4040) -> list[AttentionCase]:
+    rng = np.random.default_rng(seed)
+    shapes = [("one query and one key", 1, 1, 4), ("3 queries, 5 keys", 3, 5, 8),
+              ("16 queries, 16 keys", 16, 16, 8), ("7 queries, 40 keys", 7, 40, 16)]
+    cases = [AttentionCase(label, *(rng.standard_normal((n, d)) for n in (nq, nk, nk, nq)))
+             for label, nq, nk, d in shapes]
+    q, k, v, g = (rng.standard_normal((6, 8)) for _ in range(4))
+    cases.append(AttentionCase("6 queries, 6 keys, scores of size 30 (peaked rows)", 4 * q, 4 * k, v, g))
+    return cases
+
+
+def ds_truth(case: AttentionCase) -> np.ndarray:
+    """dL/dS for P = softmax(S) row by row and dL/dP = dP, from torch autograd in float64."""
+    s = torch.tensor(case.q @ case.k.T / math.sqrt(case.q.shape[1]), requires_grad=True)
+    torch.softmax(s, dim=1).backward(torch.tensor(case.dp))
+    return s.grad.numpy()
+
+
+DS_SLIPS = (
+    (lambda p, dp: p * dp, "The second term is missing: each row of P sums to 1, so raising one score "
+                           "lowers every other weight of its row; dS = P * (dP - something per row)."),
+    (lambda p, dp: dp - (dp * p).sum(axis=1, keepdims=True), "Every term of the softmax's Jacobian carries a "
+                                                             "factor P[i, j]: multiply by P."),
+    (lambda p, dp: p * (dp - dp.sum(axis=1, keepdims=True)), "The row's inner product must be weighted by the "
+                                                             "probabilities: sum_j dP[i, j] P[i, j]."),
+    (lambda p, dp: p * (dp - (dp * p).sum(axis=0, keepdims=True)), "Each row (query) is its own softmax: sum "
+                                                                    "along the row, over the keys, not down a column."),
+    (lambda p, dp: p * ((dp * p).sum(axis=1, keepdims=True) - dp), "Every sign is flipped."),
+)
+DELTA_HINT = ("delta[i] = sum_j dP[i, j] P[i, j] with dP = dO v^T and o = P v: write the sum over j, then "
+              "swap the order of the two sums.")
+
+
+def _check_ds(fn: Any, cases: list[AttentionCase]) -> str | None:
+    name = "ds_from_dp"
+    for case in cases:
+        p, dp = case.p, case.dp
+        called = _call(name, fn, (p.copy(), dp.copy()), f"P and dP of shape {p.shape}, for {case.label}")
+        if called.problem:
+            return called.problem
+        got, problem = as_float_array(name, called.value)
+        if problem:
+            return problem
+        expected = ds_truth(case)
+        if got.shape != expected.shape:
+            return f"{name}: for {case.label} dS has the shape of P, {expected.shape}; yours has {got.shape}."
+        if not np.allclose(got, expected, rtol=RTOL_DS, atol=ATOL_CALCULUS):
+            hint = next((text for slip, text in DS_SLIPS
+                         if np.allclose(got, slip(p, dp), rtol=RTOL_DS, atol=ATOL_CALCULUS)),
+                        "Row i of dS is the softmax's vector-Jacobian product (section 1) of row i of dP.")
+            return f"{name}: wrong values for {case.label}.\n  {worst_entry(got, expected)}\n  Hint: {hint}"
+    return None
+
+
+def _check_delta(fn: Any, cases: list[AttentionCase]) -> str | None:
+    name = "delta_from_output"
+    for case in cases:
+        o = case.o
+        called = _call(name, fn, (case.dO.copy(), o.copy()), f"dO and o of shape {o.shape}, for {case.label}")
+        if called.problem:
+            return called.problem
+        got, problem = as_float_array(name, called.value)
+        if problem:
+            return problem
+        expected = (case.dp * case.p).sum(axis=1)
+        if got.shape != expected.shape:
+            hint = ("one number per query row" if got.ndim != 1 else "a sum along each row, over dim")
+            return (f"{name}: for {case.label} delta has one entry per query, shape {expected.shape}; yours "
+                    f"has shape {got.shape}: {hint}.")
+        if not np.allclose(got, expected, rtol=RTOL_DS, atol=ATOL_CALCULUS):
+            return (f"{name}: for {case.label} it is not rowsum(dP * P).\n  {worst_entry(got, expected)}\n"
+                    f"  Hint: {DELTA_HINT}")
+    return None
+
+
+def check_attention_softmax_backward(answer: Any) -> Verdict:
+    names = ("ds_from_dp", "delta_from_output")
+    refused = missing_functions(answer, names)
+    if refused:
+        return refused
+    cases = attention_cases()
+    return functions_verdict([
+        ("ds_from_dp", _check_ds(answer["ds_from_dp"], cases),
+         f"matches torch autograd through the row softmax on all {len(cases)} cases."),
+        ("delta_from_output", _check_delta(answer["delta_from_output"], cases),
+         f"equals rowsum(dP * P) on all {len(cases)} cases, without P."),
+    ])
+
+
+# ------------------------------------------------------------------ what the backward pass costs
+
+BACKWARD_SHAPE = next(b for b in ATTENTION_BACKWARD.benchmarks if not b.values["causal"])
+LONG_SEQ = EXERCISE.task("attention_bf16").benchmarks[0].values["seq"]   # 4,096
+HEAD_DIM = BACKWARD_SHAPE.values["dim"]
+
+
+def _backward_cost_truth() -> dict[str, float]:
+    bh, seq, dim = (BACKWARD_SHAPE.values[k] for k in ("bh", "seq", "dim"))
+    forward = EXERCISE.task("attention").flops({"bh": bh, "seq": seq, "dim": dim, "causal": 0})
+    backward = ATTENTION_BACKWARD.work(BACKWARD_SHAPE)[0]
+    p_bytes = 4 * LONG_SEQ * LONG_SEQ
+    recompute = 2 * LONG_SEQ * LONG_SEQ * HEAD_DIM
+    return {"forward_flops": float(forward), "backward_flops": float(backward),
+            "backward_over_forward": backward / forward, "p_bytes_per_head": float(p_bytes),
+            "recompute_flops_per_head": float(recompute), "recompute_flops_per_byte": recompute / (2 * p_bytes)}
+
+
+BACKWARD_COSTS = _backward_cost_truth()
+
+
+def _diag_times(key: str, factors: dict[float, str]) -> Callable[[float], str | None]:
+    def diagnose(got: float) -> str | None:
+        for factor, text in factors.items():
+            if close(got, BACKWARD_COSTS[key] * factor, RTOL_COSTS):
+                return text
+        return None
+    return diagnose
+
+
+BACKWARD_QUESTIONS = (
+    NumericQuestion("forward_flops", f"the forward pass's FLOPs at {BACKWARD_SHAPE.describe()}",
+                    BACKWARD_COSTS["forward_flops"], rtol=RTOL_COSTS,
+                    hint="Two products of seq x seq x dim multiply-adds per head, 2 FLOPs each.",
+                    diagnose=_diag_times("forward_flops", {0.5: "Count 2 FLOPs per multiply-add."})),
+    NumericQuestion("backward_flops", "the backward pass's FLOPs (its five products)",
+                    BACKWARD_COSTS["backward_flops"], rtol=RTOL_COSTS,
+                    hint="S = q k^T again, dV = P^T dO, dP = dO v^T, dQ = dS k, dK = dS^T q: five products "
+                         "of the forward's size.",
+                    diagnose=_diag_times("backward_flops", {
+                        0.8: "Four products: S = q k^T must be recomputed too, P is not stored.",
+                        0.6: "Three products are the gradients; P and dP need two more (S and dP).",
+                        0.5: "Count 2 FLOPs per multiply-add."})),
+    NumericQuestion("backward_over_forward", "backward FLOPs / forward FLOPs", BACKWARD_COSTS["backward_over_forward"],
+                    rtol=RTOL_COSTS, hint="backward_flops / forward_flops."),
+    NumericQuestion("p_bytes_per_head", f"bytes of P for one head at seq = {LONG_SEQ:,}, fp32",
+                    BACKWARD_COSTS["p_bytes_per_head"], rtol=RTOL_COSTS,
+                    hint="seq x seq weights of 4 bytes.",
+                    diagnose=_diag_times("p_bytes_per_head", {0.25: "Count bytes, 4 per fp32 weight.",
+                                                              0.5: "P is fp32 here: 4 bytes a weight."})),
+    NumericQuestion("recompute_flops_per_head", f"FLOPs to recompute S = q k^T for that head, dim = {HEAD_DIM}",
+                    BACKWARD_COSTS["recompute_flops_per_head"], rtol=RTOL_COSTS,
+                    hint="seq x seq dot products of dim multiply-adds, 2 FLOPs each.",
+                    diagnose=_diag_times("recompute_flops_per_head", {0.5: "Count 2 FLOPs per multiply-add."})),
+    NumericQuestion("recompute_flops_per_byte", "recompute FLOPs / bytes of writing P and reading it back",
+                    BACKWARD_COSTS["recompute_flops_per_byte"], rtol=RTOL_COSTS,
+                    hint="Storing P costs a write in the forward pass and a read in the backward pass.",
+                    diagnose=_diag_times("recompute_flops_per_byte", {
+                        2.0: "P crosses the bus twice: written by the forward pass, read by the backward."})),
+)
+
+
+def check_backward_costs(answer: Any) -> Verdict:
+    if not isinstance(answer, Mapping):
+        return ask_for_numbers("backward_costs", BACKWARD_QUESTIONS)
+    return check_numbers(answer, BACKWARD_QUESTIONS)
+
+
+# ------------------------------------------------------------------ LayerNorm's backward
+
+LAYERNORM_EPS = 1e-5
+
+
+def layernorm_cases(seed: int = 768) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+    """(label, x, gamma, dy): several shapes, one column, and rows with a large mean."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for rows, cols in ((1, 1), (4, 1), (1, 5), (3, 7), (8, 16), (5, 64)):
+        cases.append((f"x of shape ({rows}, {cols})", rng.standard_normal((rows, cols)),
+                      rng.standard_normal(cols), rng.standard_normal((rows, cols))))
+    cases.append(("x of shape (4, 32) around 100", 100 + rng.standard_normal((4, 32)), rng.standard_normal(32),
+                  rng.standard_normal((4, 32))))
+    return cases
+
+
+def layernorm_truth(x: np.ndarray, gamma: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, ...]:
+    """dx, dgamma, dbeta of y = layer_norm(x) * gamma + beta, from torch autograd in float64."""
+    xt = torch.tensor(x, requires_grad=True)
+    gt = torch.tensor(gamma, requires_grad=True)
+    bt = torch.zeros(len(gamma), dtype=torch.float64, requires_grad=True)
+    torch.nn.functional.layer_norm(xt, (x.shape[1],), gt, bt, eps=LAYERNORM_EPS).backward(torch.tensor(dy))
+    return xt.grad.numpy(), gt.grad.numpy(), bt.grad.numpy()
+
+
+def _layernorm_parts(x: np.ndarray, gamma: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, ...]:
+    mean = x.mean(axis=1, keepdims=True)
+    rstd = 1 / np.sqrt(((x - mean) ** 2).mean(axis=1, keepdims=True) + LAYERNORM_EPS)
+    return (x - mean) * rstd, rstd, dy * gamma
+
+
+DX_SLIPS = (
+    (lambda xh, r, g, dy: r * (g - xh * (g * xh).mean(1, keepdims=True)),
+     "The term from the mean is missing: every x_j moves the mean, and the mean moves every x_hat."),
+    (lambda xh, r, g, dy: r * (g - g.mean(1, keepdims=True)),
+     "The term from the variance is missing: every x_j moves rstd, and rstd scales every x_hat."),
+    (lambda xh, r, g, dy: r * g, "Only the direct term is there: x_hat_i depends on every x_j through the mean "
+                                 "and the variance."),
+    (lambda xh, r, g, dy: r * (dy - dy.mean(1, keepdims=True) - xh * (dy * xh).mean(1, keepdims=True)),
+     "That is the gradient without gamma: the gradient with respect to x_hat is g = dy * gamma."),
+)
+
+
+def _check_layernorm_dx(fn: Any, cases: list) -> str | None:
+    name = "layernorm_dx"
+    for label, x, gamma, dy in cases:
+        called = _call(name, fn, (x.copy(), gamma.copy(), dy.copy()), f"{label}, gamma and dy")
+        if called.problem:
+            return called.problem
+        got, problem = as_float_array(name, called.value)
+        if problem:
+            return problem
+        expected = layernorm_truth(x, gamma, dy)[0]
+        if got.shape != expected.shape:
+            return f"{name}: for {label} dx has the shape of x, {expected.shape}; yours has {got.shape}."
+        if not np.allclose(got, expected, rtol=1e-7, atol=1e-9):
+            xh, r, g = _layernorm_parts(x, gamma, dy)
+            hint = next((text for slip, text in DX_SLIPS
+                         if np.allclose(got, slip(xh, r, g, dy), rtol=1e-7, atol=1e-9)),
+                        "dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), means along each row; "
+                        "check the variance: divided by cols (biased), with eps = 1e-5 inside the root.")
+            return f"{name}: wrong values for {label}.\n  {worst_entry(got, expected)}\n  Hint: {hint}"
+    return None
+
+
+def _check_layernorm_params(fn: Any, cases: list) -> str | None:
+    name = "layernorm_dgamma_dbeta"
+    for label, x, gamma, dy in cases:
+        called = _call(name, fn, (x.copy(), dy.copy()), f"{label} and dy")
+        if called.problem:
+            return called.problem
+        try:
+            dgamma, dbeta = (np.asarray(a, dtype=np.float64) for a in called.value)
+        except (TypeError, ValueError) as err:
+            return f"{name} must return the pair (dgamma, dbeta); it returned {type(called.value).__name__} ({err})."
+        _, want_gamma, want_beta = layernorm_truth(x, gamma, dy)
+        for what, got, expected in (("dgamma", dgamma, want_gamma), ("dbeta", dbeta, want_beta)):
+            if got.shape != expected.shape:
+                return (f"{name}: for {label} {what} has one entry per column, shape {expected.shape}; yours has "
+                        f"shape {got.shape}: sum over the rows (axis 0).")
+            if not np.allclose(got, expected, rtol=1e-7, atol=1e-9):
+                xh = _layernorm_parts(x, gamma, dy)[0]
+                term = dy * xh if what == "dgamma" else dy
+                if what == "dgamma" and np.allclose(got, (dy * x).sum(axis=0)):
+                    hint = "That sums dy * x: gamma multiplies x_hat, the normalised x."
+                elif len(x) > 1 and np.allclose(got, term.mean(axis=0)):
+                    hint = "A sum, not a mean: every row adds its own contribution to the parameter's gradient."
+                else:
+                    hint = "dgamma = sum over rows of dy * x_hat; dbeta = sum over rows of dy."
+                return f"{name}: wrong {what} for {label}.\n  {worst_entry(got, expected)}\n  Hint: {hint}"
+    return None
+
+
+def check_layernorm_backward(answer: Any) -> Verdict:
+    names = ("layernorm_dx", "layernorm_dgamma_dbeta")
+    refused = missing_functions(answer, names)
+    if refused:
+        return refused
+    cases = layernorm_cases()
+    return functions_verdict([
+        ("layernorm_dx", _check_layernorm_dx(answer["layernorm_dx"], cases),
+         f"matches torch autograd through F.layer_norm on all {len(cases)} cases."),
+        ("layernorm_dgamma_dbeta", _check_layernorm_params(answer["layernorm_dgamma_dbeta"], cases),
+         f"matches torch autograd on all {len(cases)} cases."),
+    ])
+
+
+# ------------------------------------------------------------------ the loss: cross-entropy
+
+def logsumexp_cases(seed: int = 50257) -> list[tuple[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    f32 = partial(np.asarray, dtype=np.float32)
+    return [("one logit", f32([2.5])), ("10 logits of size 1", f32(rng.standard_normal(10))),
+            ("1,000 logits of size 3", f32(3 * rng.standard_normal(1000))),
+            ("3 logits equal to 100", f32([100.0, 100.0, 100.0])),
+            ("64 logits around 100", f32(100 + rng.standard_normal(64))),
+            ("50,257 logits of size 1e4", f32(1e4 * rng.standard_normal(50257))),
+            ("5 logits around -1e4", f32(-1e4 + rng.standard_normal(5)))]
+
+
+def _logsumexp64(z: np.ndarray) -> float:
+    z = z.astype(np.float64)
+    m = float(z.max())
+    return m + math.log(float(np.exp(z - m).sum()))
+
+
+def _check_logsumexp(fn: Any) -> str | None:
+    name = "logsumexp32"
+    for label, z in logsumexp_cases():
+        called = _call(name, fn, (z.copy(),), f"{label}, a float32 array")
+        if called.problem:
+            return called.problem
+        got = np.asarray(called.value)
+        if got.size != 1:
+            return f"{name}: for {label} the result is one number; yours has shape {got.shape}."
+        if got.dtype != np.float32:
+            return (f"{name} returned {got.dtype} for {label}; compute in float32, as the kernel will (np.exp of "
+                    "a float32 array stays float32; math.log and np.float64 bring in float64).")
+        value, expected = float(got.reshape(())), _logsumexp64(z)
+        if not math.isfinite(value):
+            return (f"{name} returned {value} for {label}.\n  Hint: exp({fmt(float(z.max()))}) is beyond float32's "
+                    f"largest number {FLOAT32_MAX:.3g} = exp({EXP_LIMIT_FLOAT32:.2f}) and becomes inf (or every "
+                    "term rounds to 0 and log(0) = -inf). log sum exp(z) = m + log sum exp(z - m) for any m: take "
+                    "m = max(z).")
+        if abs(value - expected) > 2e-6 * max(1.0, abs(expected)):
+            return (f"{name}: for {label} expected {expected:.9g}, got {value:.9g}.\n  Hint: "
+                    "log sum exp(z) = m + log sum exp(z - m) with m = max(z): the shift comes back as + m.")
+    return None
+
+
+def cross_entropy_cases(seed: int = 32000) -> list[tuple[str, np.ndarray, int]]:
+    rng = np.random.default_rng(seed)
+    return [("one class", np.array([0.7]), 0), ("5 logits, target 0", rng.standard_normal(5), 0),
+            ("5 logits, target 4 (the last)", rng.standard_normal(5), 4),
+            ("100 logits of size 3, target 17", 3 * rng.standard_normal(100), 17),
+            ("4 logits of size 1e4, target 2", 1e4 * rng.standard_normal(4), 2)]
+
+
+def _check_ce_grad(fn: Any) -> str | None:
+    name = "cross_entropy_grad"
+    for label, z, target in cross_entropy_cases():
+        called = _call(name, fn, (z.copy(), target), f"{label}")
+        if called.problem:
+            return called.problem
+        got, problem = as_float_array(name, called.value)
+        if problem:
+            return problem
+        zt = torch.tensor(z, requires_grad=True)
+        torch.nn.functional.cross_entropy(zt[None], torch.tensor([target])).backward()
+        expected = zt.grad.numpy()
+        if got.shape != expected.shape:
+            return f"{name}: for {label} the gradient has the shape of z, {expected.shape}; yours has {got.shape}."
+        if not (np.all(np.isfinite(got)) and np.allclose(got, expected, rtol=1e-9, atol=1e-12)):
+            onehot = np.eye(len(z))[target]
+            y = softmax64(z)
+            if np.allclose(got, onehot - y, atol=1e-12):
+                hint = "The sign is flipped: raising the target's logit lowers the loss."
+            elif np.allclose(got, y, atol=1e-12):
+                hint = "-log y_target has a second term: its derivative at the target's own logit."
+            elif not np.all(np.isfinite(got)):
+                hint = "NaN or infinity: compute softmax with the maximum subtracted (section 2)."
+            else:
+                hint = "loss = logsumexp(z) - z_target: the derivative of the first term is softmax(z)."
+            return f"{name}: wrong values for {label}.\n  {worst_entry(got, expected)}\n  Hint: {hint}"
+    return None
+
+
+def check_cross_entropy(answer: Any) -> Verdict:
+    names = ("logsumexp32", "cross_entropy_grad")
+    refused = missing_functions(answer, names)
+    if refused:
+        return refused
+    return functions_verdict([
+        ("logsumexp32", _check_logsumexp(answer["logsumexp32"]),
+         f"finite and float32-exact on all {len(logsumexp_cases())} cases, logits of 100 and 1e4 included."),
+        ("cross_entropy_grad", _check_ce_grad(answer["cross_entropy_grad"]),
+         f"matches torch autograd through F.cross_entropy on all {len(cross_entropy_cases())} cases."),
+    ])
+
+
 # ================================================================== the prompts of exercise 04
 
 PROMPTS = (
@@ -895,4 +1288,10 @@ PROMPTS = (
            check_online_softmax),
     Prompt("attention_costs", "FLOPs and memory traffic of naive and fused attention", 3.0,
            check_attention_costs),
+    Prompt("attention_softmax_backward", "Through the softmax backwards: dS, and delta without P", 2.0,
+           check_attention_softmax_backward),
+    Prompt("backward_costs", "What attention's backward pass costs, and why it recomputes P", 2.0,
+           check_backward_costs),
+    Prompt("layernorm_backward", "LayerNorm's backward pass", 2.0, check_layernorm_backward),
+    Prompt("cross_entropy", "The loss: a stable logsumexp and its gradient", 2.0, check_cross_entropy),
 )

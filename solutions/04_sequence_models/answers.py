@@ -113,3 +113,69 @@ attention_costs = {
     "bf16": attention_cost(128, 4096, 128, 0, 2),
     "bf16_causal": attention_cost(128, 4096, 128, 1, 2),
 }
+
+
+# ------------------------------------------------------------------ 5 · attention's backward
+# Row i of P is softmax(S[i]), so row i of dS is section 1's vector-Jacobian product with
+# g = dP[i]: dS = P * (dP - rowsum(dP * P)). And rowsum(dP * P)[i] = sum_j (dO_i . v_j) P_ij
+# = dO_i . (sum_j P_ij v_j) = dO_i . o_i: delta needs o, not P.
+
+
+def ds_from_dp(p, dp):
+    return p * (dp - np.sum(dp * p, axis=1, keepdims=True))
+
+
+def delta_from_output(dO, o):
+    return np.sum(dO * o, axis=1)
+
+
+# Forward: 2 products of bh x seq^2 x dim multiply-adds; backward: 5 (S again, dV, dP, dQ, dK).
+# Storing P for one head at seq 4096 is 64 MiB written and read back; recomputing S costs
+# 2 * 4096^2 * 64 FLOPs: 16 FLOPs per byte saved, and no memory that grows with seq^2.
+_BH, _SEQ, _DIM, _LONG = 32, 2048, 64, 4096
+backward_costs = {
+    "forward_flops": 4 * _BH * _SEQ**2 * _DIM,
+    "backward_flops": 10 * _BH * _SEQ**2 * _DIM,
+    "backward_over_forward": 2.5,
+    "p_bytes_per_head": 4 * _LONG**2,
+    "recompute_flops_per_head": 2 * _LONG**2 * _DIM,
+    "recompute_flops_per_byte": (2 * _LONG**2 * _DIM) / (2 * 4 * _LONG**2),
+}
+
+
+# ------------------------------------------------------------------ 5 · LayerNorm's backward
+# x_hat = (x - mean) * rstd, y = x_hat * gamma + beta, g = dy * gamma = dL/dx_hat. Through the mean
+# and the variance every x_j moves every x_hat_i: dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)).
+
+
+def _normalised(x):
+    mean = x.mean(axis=1, keepdims=True)
+    rstd = 1.0 / np.sqrt(((x - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    return (x - mean) * rstd, rstd
+
+
+def layernorm_dx(x, gamma, dy):
+    x_hat, rstd = _normalised(x)
+    g = dy * gamma
+    return rstd * (g - g.mean(axis=1, keepdims=True) - x_hat * (g * x_hat).mean(axis=1, keepdims=True))
+
+
+def layernorm_dgamma_dbeta(x, dy):
+    x_hat, _ = _normalised(x)
+    return (dy * x_hat).sum(axis=0), dy.sum(axis=0)
+
+
+# ------------------------------------------------------------------ 5 · the loss
+# loss = logsumexp(z) - z_t; d/dz = softmax(z) - onehot(t). log sum exp(z) = m + log sum exp(z - m).
+
+
+def logsumexp32(z):
+    m = z.max()
+    return m + np.log(np.sum(np.exp(z - m)))
+
+
+def cross_entropy_grad(z, target):
+    e = np.exp(z - np.max(z))
+    grad = e / e.sum()
+    grad[target] -= 1.0
+    return grad
