@@ -438,3 +438,56 @@ def test_source_compiles_for_sm90(source, tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
+
+
+# --- dgamma and dbeta are overwritten, not accumulated ----------------------------------------
+
+
+def test_dgamma_and_dbeta_are_outputs_so_a_kernel_that_adds_into_them_fails():
+    """The stub says dgamma and dbeta are overwritten. That is tested by construction: they are
+    'out' arguments, which the grader fills with its poison before every call, and the poison is
+    NaN in float32, so a kernel that adds its sums into them leaves NaN and fails as 'not finite'."""
+    from grader import spec as specmod
+    from grader.worker.checking import Checker
+    from grader.worker.memory import POISON, ArgMemory, CaseMemory
+
+    exercise = specmod.find("04")
+    task = exercise.task("layernorm_backward")
+    roles = {a.name: a.role for a in task.args}
+    assert roles["dgamma"] == roles["dbeta"] == roles["dx"] == "out"
+    poison = torch.full((4,), POISON, dtype=torch.uint8).view(torch.float32)
+    assert torch.isnan(poison).all() and torch.isnan(poison + 1.0).all()
+
+    class Host:
+        def __init__(self, data):
+            self.data = data
+
+        def tensor(self):
+            return self.data
+
+        def unwritten(self):
+            return (self.data.view(torch.uint8).view(-1, 4) == POISON).all(dim=1).view(self.data.shape)
+
+    rows, cols = 3, 8
+    case = specmod.Case(values={"rows": rows, "cols": cols})
+    ref = exercise.load_reference()
+    x, gamma, dy = _randn(rows, cols, seed=50).float(), _randn(cols, seed=51).float(), _randn(rows, cols, seed=52).float()
+    mean = ref.layernorm_mean(x.double(), rows, cols).float()
+    rstd = ref.layernorm_rstd(x.double(), rows, cols).float()
+    inputs = {"x": x, "gamma": gamma, "mean": mean, "rstd": rstd, "dy": dy}
+    dx, dgamma, dbeta = (t.float() for t in ref.layernorm_backward(*(t.double() for t in inputs.values()),
+                                                                   rows, cols))
+
+    def compare(dgamma_written):
+        outputs = {"dx": dx.clone(), "dgamma": dgamma_written, "dbeta": dbeta.clone()}
+        memory = CaseMemory(task, case, {a.name: ArgMemory(a, [Host({**inputs, **outputs}[a.name])])
+                                         for a in task.tensors},
+                            before={name: [t.clone()] for name, t in inputs.items()})
+        return Checker(task, ref.layernorm_backward, memory, {"rows": rows, "cols": cols}).compare()
+
+    assert compare(dgamma.clone()) is None                      # written: right
+    miss = compare(torch.full((cols,), POISON, dtype=torch.uint8).repeat(4).view(torch.float32) + dgamma)
+    # NaN plus a sum is NaN: reported as 'not written' where the NaN keeps the poison's bits (as on
+    # this CPU), 'not finite' where the GPU's adder returns its canonical NaN. A failure either way.
+    assert miss is not None and miss.output == "dgamma" and miss.reason in ("not written", "not finite")
+    assert miss.bad == cols

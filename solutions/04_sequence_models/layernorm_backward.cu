@@ -96,7 +96,7 @@ __device__ __forceinline__ void one_row(const float* __restrict__ x, const float
 
 // A warp per row. partial[blockIdx.x] gets the block's column sums: dgamma's, then dbeta's.
 template <int N, int VEC>
-__global__ void __launch_bounds__(kWarpBlock, N > 24 ? 1 : 2)
+__global__ void __launch_bounds__(kWarpBlock, N > 24 || (N == 24 && VEC == 1) ? 1 : 2)
     layernorm_backward_warp_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
                                    const float* __restrict__ mean, const float* __restrict__ rstd,
                                    const float* __restrict__ dy, float* __restrict__ dx,

@@ -164,7 +164,8 @@ void block_rows(const float* x, const float* gamma, const float* beta, float* y,
 }  // namespace
 
 extern "C" void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
-                                  float* mean, float* rstd, int n_rows, int cols) {
+                                  float* mean, float* rstd, int rows, int cols) {
+    const int n_rows = rows;
     if (n_rows <= 0 || cols <= 0) return;
     const bool vec4 = cols % 4 == 0 && rows::aligned16(x) && rows::aligned16(y) && rows::aligned16(gamma) &&
                       rows::aligned16(beta);
