@@ -122,7 +122,8 @@ def test_ex04_solutions_against_pytorch(tmp_path) -> None:
     rows = []
     for folder, label in ((ex.folder, "causal=0"), (causal, "causal=1")):
         result = grade(str(folder), Options(submission=solutions_dir() / ex.slug, profile=False,
-                                            tasks=("attention", "attention_bf16") if label == "causal=1" else ()))
+                                            tasks=("attention", "attention_bf16") if label == "causal=1"
+                                            else ("softmax", "attention", "attention_bf16")))
         for t in result.tasks:
             tm = t.timing.sizes[0]
             rows.append((t.name, label if "attention" in t.name else "", tm.learner_s, tm.baseline_s, tm.vendor_s,
@@ -140,6 +141,89 @@ def test_ex04_solutions_against_pytorch(tmp_path) -> None:
             assert sp >= 5
         if name == "softmax":
             assert vr >= 1.5
+
+
+# --------------------------------------------------------------------------- exercise 04, a training step
+
+# Targets of the training-step kernels: shares of the copy bandwidth measured in the same grading,
+# and ratios to PyTorch's own kernels timed here without the grader's output copies.
+COPY_SHARE_04 = {"layernorm_forward": 0.85, "layernorm_backward": 0.75, "cross_entropy": 0.85}
+TORCH_RATIO_04 = {"layernorm_backward": 1.2, "cross_entropy": 2.0, "attention_backward": 1.0}
+NAIVE_RATIO_04 = {"attention_backward": 10.0}
+TRAINING_STEP = ("layernorm_forward", "layernorm_backward", "cross_entropy", "attention_backward")
+
+
+def _torch_04(task: str, values: dict, l2: int) -> float:
+    """Seconds of PyTorch's kernel for one task at one size, timed like the grader (CUDA events, L2
+    flushed), outputs left where PyTorch puts them. attention_backward is SDPA's backward pass alone
+    (the memory-efficient backend, PyTorch's fastest for fp32), its forward run beforehand."""
+    import torch
+    import torch.nn.functional as F
+    if task == "attention_backward":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        shape = (1, values["bh"], values["seq"], values["dim"])
+        q, k, v = (torch.randn(shape, device="cuda", requires_grad=True) for _ in range(3))
+        with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(values["causal"]))
+            grad = torch.randn_like(out)
+            return _cuda_median(lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), l2)
+    rows, cols = values["rows"], values["cols"]
+    x = torch.randn(rows, cols, device="cuda")
+    if task == "cross_entropy":
+        targets = torch.randint(0, cols, (rows,), device="cuda")
+
+        def loss_and_grad():
+            logits = x.detach().requires_grad_()
+            loss = F.cross_entropy(logits, targets, reduction="none")
+            torch.autograd.grad(loss.mean(), logits)
+        return _cuda_median(loss_and_grad, l2)
+    gamma, beta = torch.randn(cols, device="cuda"), torch.randn(cols, device="cuda")
+    if task == "layernorm_forward":
+        return _cuda_median(lambda: torch.native_layer_norm(x, [cols], gamma, beta, 1e-5), l2)
+    _, mean, rstd = torch.native_layer_norm(x, [cols], gamma, beta, 1e-5)
+    dy = torch.randn_like(x)
+    return _cuda_median(lambda: torch.ops.aten.native_layer_norm_backward(
+        dy, x, [cols], mean, rstd, gamma, beta, [True, True, True]), l2)
+
+
+def test_ex04_training_step_against_bandwidth_and_pytorch() -> None:
+    """LayerNorm forward and backward, cross-entropy and attention's backward pass at every benchmark
+    size: the solution's time, GB/s and share of copy, TFLOP/s, speedup over the naive baseline, the
+    grader's vendor ratio (PyTorch with its output copies; attention_backward's includes SDPA's forward)
+    and the ratio to PyTorch's kernel alone. The targets: LayerNorm forward and cross-entropy at 85% of
+    copy, LayerNorm backward at 75%; cross-entropy 2x F.cross_entropy forward and backward, LayerNorm
+    backward 1.2x PyTorch's; attention_backward 1.0x SDPA's backward alone and 10x its naive baseline
+    at every size, causal and not."""
+    import torch
+    from test_gpu_grading import graded      # the solutions' grading, shared with the grading tests
+    result = graded("04", "solution")
+    copy = result.device.copy_gbs
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    print(f"\ndevice copy bandwidth measured in this run: {copy:.0f} GB/s")
+    print(f"{'task':<19} {'size':<38} {'time':>10} {'naive':>10} {'GB/s':>6} {'% copy':>7} {'TFLOP/s':>8} "
+          f"{'vs naive':>8} {'grader':>7} {'vs torch':>8}")
+    short = []
+    for name in TRAINING_STEP:
+        t = result.task(name)
+        assert t.status == "passed", f"{name}: {t.summary}"
+        if t.timing.speedup < 1.3 * t.timing.min_speedup:
+            short.append(f"{name}: {t.timing.speedup:.1f}x the naive baseline, under 1.3 x min_speedup "
+                         f"{t.timing.min_speedup:g}")
+        for m in t.timing.sizes:
+            theirs = _torch_04(name, m.case, l2)
+            gbs = m.bytes / m.learner_s / 1e9
+            ratio = theirs / m.learner_s
+            print(f"{name:<19} {m.label[:38]:<38} {m.learner_s * 1e6:8.1f}us {m.baseline_s * 1e3:8.2f}ms {gbs:6.0f} "
+                  f"{gbs / copy:7.1%} {m.flops / m.learner_s / 1e12:8.2f} {m.speedup:8.1f} {m.vendor_ratio or 0:7.2f} "
+                  f"{ratio:8.2f}")
+            if name in COPY_SHARE_04 and gbs < COPY_SHARE_04[name] * copy:
+                short.append(f"{name} at {m.label}: {gbs / copy:.0%} of copy (needs {COPY_SHARE_04[name]:.0%})")
+            if name in TORCH_RATIO_04 and ratio < TORCH_RATIO_04[name]:
+                short.append(f"{name} at {m.label}: {ratio:.2f}x PyTorch (needs {TORCH_RATIO_04[name]}x)")
+            if name in NAIVE_RATIO_04 and m.speedup < NAIVE_RATIO_04[name]:
+                short.append(f"{name} at {m.label}: {m.speedup:.1f}x the naive baseline (needs {NAIVE_RATIO_04[name]}x)")
+        torch.cuda.empty_cache()
+    assert not short, "below the targets: " + "; ".join(short)
 
 
 # --------------------------------------------------------------------------- exercise 03

@@ -82,3 +82,22 @@ def test_ex02_solutions_are_correct_at_every_size_without_timing() -> None:
         assert t.correct, f"{t.name}: {t.summary}"
         assert t.cases_passed == t.cases_total == len(ex.task(t.name).cases), t.name
         assert t.points.correct == t.points.max_correct, t.name
+
+
+def test_ex04_a_layernorm_backward_that_adds_into_dgamma_fails(tmp_path) -> None:
+    """dgamma and dbeta are overwritten, not accumulated (the stub says so): the hidden solution with
+    its final write turned into an addition fails on dgamma, because the grader poisons outputs with
+    NaN before every call."""
+    import shutil
+    ex = next(e for e in discover() if e.id == "04")
+    folder = tmp_path / "adds"
+    shutil.copytree(solutions_dir() / ex.slug, folder)
+    source = folder / "layernorm_backward.cu"
+    text = source.read_text()
+    assert "dgamma[c] = total;" in text
+    source.write_text(text.replace("dgamma[c] = total;", "dgamma[c] += total;"))
+    result = grade("04", Options(submission=folder, profile=False, timing=False, tasks=("layernorm_backward",)))
+    t = result.task("layernorm_backward")
+    assert not t.correct and t.points.total == 0
+    failing = next(c for c in t.cases if not c.passed)
+    assert failing.mismatch is not None and failing.mismatch.output == "dgamma", t.summary
