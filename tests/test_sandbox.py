@@ -110,3 +110,26 @@ def test_the_learners_process_says_plainly_when_cuda_cannot_start(tmp_path: Path
         reply = json.loads(replies.readline())
     assert proc.returncode == 3
     assert reply["error"].startswith("CUDA could not start")
+
+
+def test_without_cuda_ipc_the_checker_grades_in_process_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A platform where the learner's process cannot map the checker's memory (no CUDA IPC) grades
+    as before, in the checker, and the isolation event says what protection is lost."""
+    from grader.protocol import Isolation, Job
+    from grader.worker import loop
+    from grader.worker.foreign import Watch
+
+    class NoIpc:
+        def __init__(self, device: int) -> None:
+            raise RuntimeError("cuIpcOpenMemHandle: operation not supported")
+
+    monkeypatch.setattr(loop, "Sandbox", NoIpc)
+    monkeypatch.setattr(loop, "Entry", lambda library, task: ("in-process", library))
+    events: list = []
+    learners = loop.Learners(Job("grade", "/nowhere", [], 1, {}), Watch(reason="no GPU here"), events.append)
+    assert learners.load("lib.so", None) == ("in-process", "lib.so")
+    assert not learners.remote
+    assert len(events) == 1 and isinstance(events[0], Isolation) and not events[0].separate
+    assert "runs inside the checker" in events[0].detail and "operation not supported" in events[0].detail
+    learners.load("lib2.so", None)
+    assert len(events) == 1                    # said once a grading
