@@ -106,16 +106,30 @@ class Learners:
         return self.job.mode == "grade" and not self.fallback
 
     def load(self, library: str, task: specmod.Task) -> Any:
-        if self.job.mode == "grade" and not self.fallback and (self.sandbox is None or not self.sandbox.alive):
+        if self.job.mode == "grade" and not self.fallback and (
+                self.sandbox is None or not self.sandbox.alive or not self.sandbox.ready):
             self._start()
         if not self.remote:
             return Entry(library, task)
         return self.sandbox.load(library, task)
 
+    def prestart(self) -> None:
+        """Start the learner's process now; it creates its context while this one measures the copy
+        bandwidth, and is waited for when the first task needs it."""
+        if self.job.mode == "grade" and self.sandbox is None:
+            self.watch.before_other()
+            try:
+                self.sandbox = Sandbox(self.job.device, wait=False)
+            except OSError:
+                self.sandbox = None
+
     def _start(self) -> None:
-        self.watch.before_other()
         try:
-            self.sandbox = Sandbox(self.job.device)
+            if self.sandbox is None or not self.sandbox.alive:
+                self.lost()
+                self.watch.before_other()
+                self.sandbox = Sandbox(self.job.device)
+            self.sandbox.wait_ready()
             self.sandbox.check_ipc()
         except (RuntimeError, OSError, SandboxDied, Sticky) as exc:
             # Nothing of the learner's has run yet: the platform lacks what the separate process
@@ -244,10 +258,11 @@ def main(argv: list[str]) -> int:
             return 1
         emit(Done())
         return 0
+    learners = Learners(job, watch, emit)
+    learners.prestart()
     ceilings = quiet_ceilings(watch) if job.mode != "sanitize" else {}
     if ceilings:
         emit(Ceilings(**ceilings))
-    learners = Learners(job, watch, emit)
     try:
         return _grade_tasks(emit, job, exercise, ceilings, watch, learners)
     finally:

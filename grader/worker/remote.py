@@ -43,7 +43,7 @@ def _prepare_child() -> None:
 class Sandbox:
     """One learner process: started once for a grading, again after it crashed."""
 
-    def __init__(self, device: int):
+    def __init__(self, device: int, wait: bool = True):
         self.scratch = tempfile.mkdtemp(prefix="s2s-sandbox-")
         read_fd, write_fd = os.pipe()
         env = dict(os.environ)
@@ -56,12 +56,24 @@ class Sandbox:
                                      cwd=self.scratch, pass_fds=(write_fd,), preexec_fn=_prepare_child)
         os.close(write_fd)
         self.replies = os.fdopen(read_fd, "r", buffering=1)
+        self.confinement = ""
+        self.applied: list[str] = []
+        self.ready = False
+        self._loaded = 0
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Until the process has its CUDA context and is confined (it starts while the checker does
+        its own start-up work)."""
+        if self.ready:
+            return
         ready = self._receive()
         if not ready.get("ready"):
             raise RuntimeError(ready.get("error") or "the learner's process did not start")
-        self.confinement: str = ready.get("confinement", "")
-        self.applied: list[str] = ready.get("applied", [])
-        self._loaded = 0
+        self.confinement = ready.get("confinement", "")
+        self.applied = ready.get("applied", [])
+        self.ready = True
 
     @property
     def pid(self) -> int:
