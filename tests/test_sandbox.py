@@ -120,10 +120,11 @@ def test_without_cuda_ipc_the_checker_grades_in_process_and_says_so(monkeypatch:
     from grader.worker.foreign import Watch
 
     class NoIpc:
-        def __init__(self, device: int) -> None:
+        def __init__(self, device: int, arena: object, wait: bool = True) -> None:
             raise RuntimeError("cuIpcOpenMemHandle: operation not supported")
 
     monkeypatch.setattr(loop, "Sandbox", NoIpc)
+    monkeypatch.setattr(loop, "Arena", lambda nbytes: object())
     monkeypatch.setattr(loop, "Entry", lambda library, task: ("in-process", library))
     events: list = []
     learners = loop.Learners(Job("grade", "/nowhere", [], 1, {}), Watch(reason="no GPU here"), events.append)

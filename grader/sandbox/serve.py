@@ -3,7 +3,7 @@
 Requests arrive as JSON lines on stdin, replies leave as JSON lines on the pipe whose file
 descriptor S2S_SANDBOX_REPLIES names;
 stdout and stderr are the learner's printf. The order is fixed: create the CUDA context and load
-the busy kernel, confine the process (:mod:`grader.sandbox.confine`), reply "ready", and only then
+the busy kernel, map the grader's arena (CUDA IPC), confine the process (:mod:`grader.sandbox.confine`), reply "ready", and only then
 load the learner's library, whose constructors therefore run confined.
 
 Nothing this process replies can raise a grade: the grader reads every output itself, and the
@@ -11,8 +11,6 @@ event time reported here is checked against the grader's own clock. A reply can 
 learner's grade (a launch error, a crash).
 
     {"op": "load", "library": PATH, "symbol": NAME, "argtypes": ["p", "i", "l", "f", ...]}
-    {"op": "map", "handles": [HEX, ...]}             -> {"bases": [ADDRESS, ...]}
-    {"op": "unmap"}
     {"op": "call", "args": [...], "timed": BOOL, "cover_s": SECONDS}
         -> {"event_s": SECONDS or null, "launch_error": TEXT or null}
     {"op": "empty", "timed": true}                   the same, without calling the learner
@@ -65,7 +63,6 @@ class Server:
     def __init__(self, driver: Driver, replies: Any):
         self.driver, self.replies = driver, replies
         self.learner: Learner | None = None
-        self.mapped: list[int] = []
 
     def reply(self, **fields: Any) -> None:
         self.replies.write(json.dumps(fields) + "\n")
@@ -82,16 +79,6 @@ class Server:
             except OSError as exc:
                 self.reply(error=f"the library does not load: {exc}")
                 return
-            self.reply(ok=True)
-        elif op == "map":
-            bases = []
-            for handle in request["handles"]:
-                bases.append(self.driver.open_ipc(bytes.fromhex(handle)))
-                self.mapped.append(bases[-1])
-            self.reply(bases=bases)
-        elif op == "unmap":
-            while self.mapped:
-                self.driver.close_ipc(self.mapped.pop())
             self.reply(ok=True)
         elif op in ("call", "empty"):
             self.call(request, op == "call")
@@ -129,9 +116,16 @@ def main() -> int:
     except CudaError as exc:
         replies.write(json.dumps({"error": f"CUDA could not start: {exc}"}) + "\n")
         return 3
+    try:
+        # Mapped now: opening another process's CUDA IPC handle reads that process's files, which
+        # the confinement below forbids.
+        arena = driver.open_ipc(bytes.fromhex(os.environ["S2S_SANDBOX_ARENA"]))
+    except (CudaError, KeyError, ValueError) as exc:
+        replies.write(json.dumps({"error": f"the grader's memory could not be mapped here: {exc}"}) + "\n")
+        return 3
     confinement = confine(scratch, [])
     server = Server(driver, replies)
-    server.reply(ready=True, confinement=confinement.describe(), applied=confinement.applied)
+    server.reply(ready=True, arena=arena, confinement=confinement.describe(), applied=confinement.applied)
     for line in sys.stdin:
         try:
             request = json.loads(line)

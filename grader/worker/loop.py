@@ -20,7 +20,7 @@ from grader.worker.checking import Checker, case_seed
 from grader.worker.entry import Entry, Sticky, synchronize
 from grader.worker.remote import Sandbox, SandboxDied, attached
 from grader.worker.foreign import Watch
-from grader.worker.memory import GUARD_BYTES, CaseMemory
+from grader.worker.memory import GUARD_BYTES, Arena, CaseMemory
 from grader.worker.profiling import profile_tasks
 from grader.worker.timing import quiet_ceilings, time_task
 
@@ -44,7 +44,7 @@ def check_case(task: specmod.Task, case: specmod.Case, learner: Any, reference: 
                seed: int, guard: int, functions: Any = None) -> CaseResult:
     """The case's calls on fresh inputs and one state, each compared with its reference; the first
     call that goes wrong is the result. ``functions``: the reference module, for derived inputs."""
-    memory = CaseMemory.allocate(task, case, guard, functions)
+    memory = CaseMemory.allocate(task, case, guard, functions, arena=getattr(learner, "arena", None))
     memory.fill(seed)
     with attached(learner, memory):
         return _check_calls(task, case, memory, learner, reference, seed)
@@ -94,8 +94,10 @@ class Learners:
     grading, a fresh one after a crash or a CUDA error. A sanitizer run (no points): here, so that
     compute-sanitizer, which wraps this process, sees the kernels."""
 
-    def __init__(self, job: Job, watch: Watch, emit: Callable[[Event], None]):
-        self.job, self.watch, self.emit = job, watch, emit
+    def __init__(self, job: Job, watch: Watch, emit: Callable[[Event], None],
+                 exercise: specmod.Exercise | None = None):
+        self.job, self.watch, self.emit, self.exercise = job, watch, emit, exercise
+        self.arena: Arena | None = None
         self.sandbox: Sandbox | None = None
         self.fallback = ""          # why the learner's code runs here after all (no CUDA IPC, say)
         self.stage = ""             # what the current task is doing, for a crash's message
@@ -117,21 +119,28 @@ class Learners:
         """Start the learner's process now; it creates its context while this one measures the copy
         bandwidth, and is waited for when the first task needs it."""
         if self.job.mode == "grade" and self.sandbox is None:
-            self.watch.before_other()
             try:
-                self.sandbox = Sandbox(self.job.device, wait=False)
-            except OSError:
+                self.watch.before_other()
+                self.sandbox = Sandbox(self.job.device, self._arena(), wait=False)
+            except (OSError, MemoryError, RuntimeError):
                 self.sandbox = None
+
+    def _arena(self) -> Arena:
+        """Room for the largest case of this job's tasks, allocated once a grading."""
+        if self.arena is None:
+            tasks = [self.exercise.task(name) for name in self.job.order] if self.exercise else []
+            need = max((Arena.footprint(t, c) for t in tasks for c in (*t.cases, *t.benchmarks)), default=0)
+            self.arena = Arena(need)
+        return self.arena
 
     def _start(self) -> None:
         try:
             if self.sandbox is None or not self.sandbox.alive:
                 self.lost()
                 self.watch.before_other()
-                self.sandbox = Sandbox(self.job.device)
+                self.sandbox = Sandbox(self.job.device, self._arena())
             self.sandbox.wait_ready()
-            self.sandbox.check_ipc()
-        except (RuntimeError, OSError, SandboxDied, Sticky) as exc:
+        except (RuntimeError, OSError, MemoryError, ImportError, SandboxDied, Sticky) as exc:
             # Nothing of the learner's has run yet: the platform lacks what the separate process
             # needs (CUDA IPC under WSL, say). Grade as before, in this process, and say so.
             self.lost()
@@ -258,7 +267,7 @@ def main(argv: list[str]) -> int:
             return 1
         emit(Done())
         return 0
-    learners = Learners(job, watch, emit)
+    learners = Learners(job, watch, emit, exercise)
     learners.prestart()
     ceilings = quiet_ceilings(watch) if job.mode != "sanitize" else {}
     if ceilings:

@@ -37,6 +37,7 @@ class Buffer:
     payload_bytes: int
     guard: int
     remote: int | None = None   # the allocation's address in the learner's process, once mapped there
+    offset: int | None = None   # where it lies in the arena, when it was carved out of one
 
     @property
     def ptr(self) -> int:
@@ -47,11 +48,6 @@ class Buffer:
     def local_ptr(self) -> int:
         """The payload's address in this process (the baseline and the vendor run here)."""
         return self.mem.ptr + self.guard
-
-    def ipc_handle(self) -> str:
-        """The allocation's CUDA IPC handle, for the learner's process to map it."""
-        import cupy
-        return bytes(cupy.cuda.runtime.ipcGetMemHandle(self.mem.ptr)).hex()
 
     @property
     def itemsize(self) -> int:
@@ -77,18 +73,68 @@ class Buffer:
         return (self.payload_u8().view(-1, self.itemsize) == POISON).all(dim=1).view(self.dims)
 
 
-def allocate(dtype: str, dims: tuple[int, ...], guard: int = GUARD_BYTES) -> Buffer:
+ALIGN = 256
+
+
+def _total(dtype: str, dims: tuple[int, ...], guard: int) -> tuple[int, int]:
+    """(payload bytes, bytes of the whole allocation with its guards)."""
+    payload = math.prod(dims) * specmod.DTYPES[dtype].itemsize
+    tail = guard + (-payload % ALIGN) if guard else 0
+    return payload, max(guard + payload + tail, 1)
+
+
+class Arena:
+    """One allocation that the learner's process maps once, before it confines itself (mapping a
+    CUDA IPC handle needs the exporting process's files, which a confined process may not open).
+    Each case's buffers are carved out of it in turn, each between its own guard regions."""
+
+    def __init__(self, nbytes: int):
+        import cupy
+        self.size = -(-max(nbytes, ALIGN) // ALIGN) * ALIGN
+        self.mem = cupy.cuda.alloc(self.size)
+        self.offset = 0
+
+    def ipc_handle(self) -> str:
+        import cupy
+        return bytes(cupy.cuda.runtime.ipcGetMemHandle(self.mem.ptr)).hex()
+
+    def reset(self) -> None:
+        self.offset = 0
+
+    def take(self, nbytes: int) -> tuple[Any, int]:
+        import cupy
+        start = self.offset
+        end = start + -(-nbytes // ALIGN) * ALIGN
+        if end > self.size:
+            raise MemoryError(f"the arena of {self.size} bytes has no room for {nbytes} more")
+        self.offset = end
+        return cupy.cuda.MemoryPointer(self.mem.mem, self.mem.ptr - self.mem.mem.ptr + start), start
+
+    @staticmethod
+    def footprint(task: specmod.Task, case: specmod.Case, guard: int = GUARD_BYTES) -> int:
+        """The bytes :meth:`CaseMemory.allocate` takes from an arena for this case."""
+        total = 0
+        for a in task.tensors:
+            shapes = a.shapes(case)
+            total += sum(-(-_total(a.dtype, s, guard)[1] // ALIGN) * ALIGN for s in shapes)
+            if a.list is not None:
+                total += -(-_total("int64", (len(shapes),), guard)[1] // ALIGN) * ALIGN
+        return total
+
+
+def allocate(dtype: str, dims: tuple[int, ...], guard: int = GUARD_BYTES, arena: Arena | None = None) -> Buffer:
     """With guard = 0 (under compute-sanitizer) the buffer is exactly its payload, so the
     sanitizer itself reports a write one element past the end, with kernel and line."""
     import cupy
     import torch
-    payload = math.prod(dims) * specmod.DTYPES[dtype].itemsize
-    tail = guard + (-payload % 256) if guard else 0
-    total = max(guard + payload + tail, 1)
-    mem = cupy.cuda.alloc(total)
+    payload, total = _total(dtype, dims, guard)
+    if arena is None:
+        mem, offset = cupy.cuda.alloc(total), None
+    else:
+        mem, offset = arena.take(total)
     raw = torch.from_dlpack(cupy.ndarray((total,), dtype=cupy.uint8, memptr=mem))
     raw.fill_(CANARY)
-    return Buffer(dtype, dims, mem, raw, payload, guard)
+    return Buffer(dtype, dims, mem, raw, payload, guard, offset=offset)
 
 
 @dataclass
@@ -133,17 +179,21 @@ class CaseMemory:
 
     @classmethod
     def allocate(cls, task: specmod.Task, case: specmod.Case, guard: int = GUARD_BYTES,
-                 functions: Any = None) -> "CaseMemory":
+                 functions: Any = None, arena: Arena | None = None) -> "CaseMemory":
+        """The case's buffers: each its own cudaMalloc, or carved out of ``arena`` (which then
+        holds this case alone)."""
         import torch
+        if arena is not None:
+            arena.reset()
         args: dict[str, ArgMemory] = {}
         for a in task.tensors:
-            buffers = [allocate(a.dtype, shape, guard) for shape in a.shapes(case)]
+            buffers = [allocate(a.dtype, shape, guard, arena) for shape in a.shapes(case)]
             memory = ArgMemory(a, buffers)
             if a.sizes_of is not None:
                 counts = [math.prod(s) for s in case.lists[a.sizes_of]]
                 buffers[0].tensor().copy_(torch.tensor(counts, dtype=torch_dtype(a.dtype)))
             if a.list is not None:
-                memory.table = allocate("int64", (len(buffers),), guard)
+                memory.table = allocate("int64", (len(buffers),), guard, arena)
             args[a.name] = memory
         out = cls(task, case, args, functions=functions)
         out.write_tables()

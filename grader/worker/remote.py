@@ -1,7 +1,8 @@
 """The checker's side of the learner's process (:mod:`grader.sandbox`): start it, hand it buffers,
 ask it to call the learner's function, and believe nothing it says that could raise a grade.
 
-The checker allocates every buffer, shares it by CUDA IPC, fills the inputs, poisons the outputs,
+The checker allocates every buffer in one arena that the learner's process maps by CUDA IPC
+before it confines itself, fills the inputs, poisons the outputs,
 and after each call reads every output itself. The learner's process reports when it is done, a
 launch error, and the time its own CUDA events measured; that time is only a hint, which the
 checker's own clock (:mod:`grader.worker.timing`) confirms or replaces.
@@ -21,7 +22,7 @@ from typing import Any, Iterator
 from grader import spec as specmod
 from grader.crash import crash_message
 from grader.worker.entry import Sticky, launch_problem_message
-from grader.worker.memory import CaseMemory
+from grader.worker.memory import Arena, CaseMemory
 
 SANDBOX_MODULE = "grader.sandbox"
 _ARGTYPES = {"int32": "i", "int64": "l", "float32": "f"}
@@ -43,14 +44,16 @@ def _prepare_child() -> None:
 class Sandbox:
     """One learner process: started once for a grading, again after it crashed."""
 
-    def __init__(self, device: int, wait: bool = True):
+    def __init__(self, device: int, arena: Arena, wait: bool = True):
+        self.arena = arena
         self.scratch = tempfile.mkdtemp(prefix="s2s-sandbox-")
         read_fd, write_fd = os.pipe()
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env.update(PYTHONPATH=root, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
                    S2S_SANDBOX_SCRATCH=self.scratch, S2S_SANDBOX_DEVICE=str(device),
-                   S2S_SANDBOX_REPLIES=str(write_fd), CUDA_CACHE_PATH=os.path.join(self.scratch, "nv"))
+                   S2S_SANDBOX_REPLIES=str(write_fd), S2S_SANDBOX_ARENA=arena.ipc_handle(),
+                   CUDA_CACHE_PATH=os.path.join(self.scratch, "nv"))
         # Standard output and error are the checker's, which the grader shows as the learner's printf.
         self.proc = subprocess.Popen([sys.executable, "-m", SANDBOX_MODULE], stdin=subprocess.PIPE, env=env,
                                      cwd=self.scratch, pass_fds=(write_fd,), preexec_fn=_prepare_child)
@@ -58,6 +61,7 @@ class Sandbox:
         self.replies = os.fdopen(read_fd, "r", buffering=1)
         self.confinement = ""
         self.applied: list[str] = []
+        self.arena_base: int | None = None      # the arena's address in the learner's process
         self.ready = False
         self._loaded = 0
         if wait:
@@ -71,8 +75,12 @@ class Sandbox:
         ready = self._receive()
         if not ready.get("ready"):
             raise RuntimeError(ready.get("error") or "the learner's process did not start")
+        base = ready.get("arena")
+        if not isinstance(base, int) or not base:
+            raise RuntimeError("the learner's process did not map the grader's memory")
         self.confinement = ready.get("confinement", "")
         self.applied = ready.get("applied", [])
+        self.arena_base = base
         self.ready = True
 
     @property
@@ -112,15 +120,6 @@ class Sandbox:
             self.close()
             raise Sticky(cuda_message(str(reply.get("cuda_error")), str(reply.get("message", ""))))
         return reply
-
-    def check_ipc(self) -> None:
-        """Map one buffer of the checker's: CUDA IPC works on this platform (raises otherwise)."""
-        from grader.worker.memory import allocate
-        buffer = allocate("uint8", (256,), 0)
-        reply = self.request(op="map", handles=[buffer.ipc_handle()])
-        if not reply.get("bases"):
-            raise SandboxDied(reply.get("error") or "no address came back")
-        self.request(op="unmap")
 
     def load(self, library: str, task: specmod.Task) -> "RemoteEntry":
         """The learner's library, copied into the process's scratch folder (the only place it may
