@@ -151,6 +151,7 @@ def list_cmd() -> None:
     from rich.table import Table
 
     from grader import spec, state
+    from grader.report import fitted
 
     table = Table(header_style="bold")
     for col in ("exercise", "task", "source", "needs", "last result"):
@@ -159,15 +160,20 @@ def list_cmd() -> None:
         last = state.load(ex.id, str(ex.folder))
         by_task = {t["name"]: t for t in (last or {}).get("tasks", [])}
         for i, t in enumerate(ex.tasks):
-            prev = by_task.get(t.name)
-            if prev is None:
-                shown = "not graded yet"
-            else:
-                pts = prev.get("points") or {}
-                shown = f"{prev['status']} ({pts.get('total', 0):g}/{pts.get('max', 0):g}), {last['started'][:16]}"
             table.add_row(f"{ex.id} {ex.title}" if i == 0 else "", t.name, t.source,
-                          f"{t.min_speedup:g}x the baseline", shown)
-    Console().print(table)
+                          f"{t.min_speedup:g}x the baseline", _last_result(by_task.get(t.name)))
+    fitted(Console(), table).print(table)
+
+
+def _last_result(task: dict | None) -> str:
+    """A task's last result in a cell: its status and points, and when it was graded."""
+    if task is None:
+        return "not graded yet"
+    pts = task.get("points") or {}
+    status = task.get("status", "?")
+    if status == "passed" and not task.get("timing"):
+        status = "correct, not timed"           # a correctness check (`grade model`) times nothing
+    return f"{status} ({pts.get('total', 0):g}/{pts.get('max', 0):g}), {str(task.get('started', ''))[:16]}"
 
 
 @app.command("hardware")
@@ -180,6 +186,13 @@ def hardware_cmd(
 
 
 def main() -> None:
+    # A path is bytes, and need not be UTF-8: write such a name back as the bytes it is, as ls
+    # does, instead of failing on it where the locale makes the streams strict.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="surrogateescape")
+        except (AttributeError, ValueError):
+            pass
     app(prog_name="grade")
 
 

@@ -227,6 +227,15 @@ def report_width(r: GradeResult, console: Console) -> int:
     return max(100, widest)
 
 
+def fitted(console: Console, renderable, least: int = 80) -> Console:
+    """The console to print ``renderable`` on. A file or a pipe has no width, and rich would cut
+    every line at 80 columns: there, a console on the same file as wide as ``renderable`` needs."""
+    if console.is_terminal:
+        return console
+    widest = RichMeasurement.get(console, console.options.update(width=1000), renderable).maximum
+    return Console(file=console.file, width=max(least, widest))
+
+
 def render_rich(r: GradeResult) -> Group:
     table = summary_table(r)
     parts: list = [Text("\n".join(header_lines(r)), style="bold"), table]
