@@ -191,8 +191,14 @@ def header_lines(r: GradeResult) -> list[str]:
 
 def detail_lines(t: TaskResult) -> list[str]:
     lines = [t.summary] if t.summary else []
-    if t.error and t.error.message and t.error.message != t.summary:
-        lines.append(t.error.message)
+    if t.error and t.error.message:
+        # The summary is usually the message's first line (the first finding, the compiler's first
+        # error), with a prefix: the rest of the message is what the panel adds.
+        more = t.error.message.strip().splitlines()
+        if more and t.summary.endswith(more[0].strip()):
+            more = more[1:]
+        if "\n".join(more).strip():
+            lines.append("\n".join(more))
     failing = next((c for c in t.cases if not c.passed), None)
     if failing and t.error is None:
         lines.append(f"case: {failing.case}")
