@@ -269,6 +269,7 @@ def test_html_escapes_learner_text():
 
 def test_a_notebook_shows_the_html_report():
     """The result model knows no views: the notebook registers the HTML report with IPython."""
+    pytest.importorskip("IPython", reason="IPython (a notebook's kernel) is not installed: pip install -e '.[course]'")
     from IPython.core.interactiveshell import InteractiveShell
 
     from grader.report import register_notebook_display
