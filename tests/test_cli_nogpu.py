@@ -238,6 +238,19 @@ def test_usage_names_every_argument_and_value_plainly(cache, command):
     assert wanted is None or usage.endswith(wanted), usage
 
 
+def test_piped_course_build_cuts_nothing(tmp_path):
+    pytest.importorskip("nbformat")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env.update(NO_COLOR="1")
+    proc = subprocess.run([sys.executable, "-m", "grader.cli", "course", "build", str(tmp_path / "course")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout, proc.stdout
+    for exercise in spec.discover():
+        row = next(line for line in proc.stdout.splitlines() if f" {exercise.folder.name} " in line)
+        assert ", ".join(t.source for t in exercise.tasks) in row, row
+
+
 @needs_nvcc
 def test_list_shows_exercises_tasks_and_last_result(tmp_path):
     cache = tmp_path / "fresh-cache"
