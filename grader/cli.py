@@ -64,8 +64,8 @@ def main_options(
 @app.command("exercise", cls=Command)
 def exercise_cmd(
     exercise: Annotated[str, typer.Argument(metavar="EXERCISE", help="exercise number or folder name, e.g. 01")],
-    submission: Annotated[Optional[Path], typer.Option(metavar="DIR", help="folder with the .cu files to grade "
-                                                                         "(default: the exercise's own folder)")] = None,
+    submission: Annotated[Optional[Path], typer.Option(
+        metavar="DIR", help="folder with the .cu files to grade (default: the exercise's own folder)")] = None,
     task: Annotated[Optional[list[str]], typer.Option(metavar="TASK", help="grade only this task (repeatable)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON on stdout")] = False,
     profile: Annotated[bool, typer.Option("--profile/--no-profile", help="collect Nsight Compute counters")] = True,
@@ -118,9 +118,8 @@ def exercise_cmd(
 
 @app.command("model", cls=Command)
 def model_cmd(
-    submission: Annotated[Optional[Path], typer.Option(metavar="DIR", help="folder holding your exercise folders "
-                                                                         "(02_linear_layers, 03_optimization, ...; "
-                                                                         "default: exercises/)")] = None,
+    submission: Annotated[Optional[Path], typer.Option(metavar="DIR", help="folder holding your exercise folders, "
+                                                                         "as exercises/ does (the default)")] = None,
     out: Annotated[Path, typer.Option(metavar="DIR", help="folder for the loss curve (loss_curve.png) and the "
                                                           "exported model (model.onnx)")] = Path("model-report"),
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON on stdout")] = False,

@@ -78,9 +78,11 @@ def autograde_cmd(
         "--workers", "-w", min=1, show_default=False, metavar="N",
         help="gradings at a time on this host [default: one per GPU, 1 without a GPU]")] = None,
     scheduler: Annotated[str | None, typer.Option(
-        metavar="ADDRESS", help="a running Dask scheduler (tcp://HOST:8786) whose workers, one per GPU, do the grading")] = None,
+        metavar="ADDRESS",
+        help="a running Dask scheduler (tcp://HOST:8786) whose workers, one per GPU, do the grading")] = None,
     timeout: Annotated[float | None, typer.Option(
-        min=1, show_default=False, metavar="SECONDS", help="seconds one student's grading may take before it is stopped and "
+        min=1, show_default=False, metavar="SECONDS",
+        help="seconds one student's grading may take before it is stopped and "
         "recorded with 0 points [default: 3600]")] = None,
     force: Annotated[bool, typer.Option(help="grade again submissions that were already autograded")] = False,
     export: Annotated[bool, typer.Option("--export/--no-export", help="write grades.csv afterwards")] = True,

@@ -240,8 +240,9 @@ def grade_model(submission: Path | str | None = None, out: Path | str = "model-r
     capstone = load_capstone()
     root = Path(submission).resolve() if submission else exercises_dir()
     if root.is_file():
+        folders = ", ".join(dict.fromkeys(find(k["exercise"]).folder.name for k in capstone["kernels"]))
         raise ModelError(f"{root} is a file; --submission takes the folder that holds the exercise folders "
-                         "(02_linear_layers, 03_optimization, ...)")
+                         f"({folders})")
     if not root.is_dir():
         raise ModelError(f"the submission folder {root} does not exist")
     out = _writable_folder(Path(out))

@@ -144,7 +144,8 @@ def test_every_call_into_a_library_is_named_once(tmp_path):
 
 
 def test_a_long_list_of_library_calls_is_counted(tmp_path):
-    calls = "".join(f"    cublasS{name}(h);\n" for name in ("axpy", "copy", "scal", "dot", "nrm2", "asum", "rot", "swap"))
+    names = ("axpy", "copy", "scal", "dot", "nrm2", "asum", "rot", "swap")
+    calls = "".join(f"    cublasS{name}(h);\n" for name in names)
     (finding,) = findings_of(tmp_path, GOOD.replace("{\n}", "{\n" + calls + "}"))
     assert "uses cuBLAS (cublasSaxpy(), cublasScopy(), cublasSscal(), cublasSdot(), cublasSnrm2(), cublasSasum() " \
            "and 2 more);" in finding.message

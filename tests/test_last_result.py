@@ -21,7 +21,8 @@ def graded(started: str, *tasks: tuple[str, str, float], timed: bool = True) -> 
     exercise = spec.find("01")
     return GradeResult(exercise="01", title=exercise.title, submission=str(exercise.folder), device=None,
                        started=started,
-                       tasks=[TaskResult(name, f"{name}.cu", status, "", points=Points(min(pts, 2), pts - min(pts, 2), 2, 1),
+                       tasks=[TaskResult(name, f"{name}.cu", status, "",
+                                         points=Points(min(pts, 2), pts - min(pts, 2), 2, 1),
                                          timing=Timing([], speedup=50.0, min_speedup=10.0) if timed else None)
                               for name, status, pts in tasks])
 

@@ -198,7 +198,8 @@ def test_compile_error_names_file_and_line():
 
 
 def test_a_compile_error_is_shown_once():
-    log = 'bad.cu(3): error: expected a ";"\n    int y = 1\n             ^\n1 error detected in the compilation of "bad.cu".'
+    log = ('bad.cu(3): error: expected a ";"\n    int y = 1\n             ^\n'
+           '1 error detected in the compilation of "bad.cu".')
     task = compile_error_task('bad.cu(3): error: expected a ";"')
     task.error = Problem("compile error", log)
     result = result_of(task)
