@@ -5,7 +5,7 @@
     grade course autograde DIR ASSIGNMENT        autograde every submission, show a summary, export
     grade course autograde DIR A --workers 4     four gradings at a time (default: one per GPU)
     grade course autograde DIR A --scheduler tcp://HOST:8786     on a Dask cluster of several hosts
-    grade course example DIR                     a course of one exercise with three submissions, to try
+    grade course example DIR                     one exercise released and handed in by three students
 
 Between the two, the stock nbgrader commands run in DIR: `nbgrader generate_assignment`,
 `nbgrader generate_feedback`, `nbgrader export`, and the formgrader in JupyterLab.
