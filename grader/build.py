@@ -183,12 +183,16 @@ def _build(source: Path, shown: str, arch: str, toolchain: Toolchain, flags: lis
     """nvcc into the fresh folder tmp; on success tmp becomes the cache entry out_dir."""
     library = tmp / "lib.so"
     deps = tmp / "deps.d"
-    cmd = [str(toolchain.nvcc), *flags, "-MD", "-MF", str(deps), "-o", str(library), str(source)]
+    # nvcc gets the source by the name the report shows, from the folder that name is relative to:
+    # its messages then name the file as the report does, and the folders above (whose names need
+    # not be UTF-8) never reach the compiler.
+    base = source.parents[len(Path(shown).parts) - 1]
+    cmd = [str(toolchain.nvcc), *flags, "-MD", "-MF", str(deps), "-o", str(library), shown]
     start = time.perf_counter()
     try:
         # The compiler quotes the source in its messages, whatever bytes it holds.
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, encoding="utf-8",
-                                errors="replace", cwd=source.parent, start_new_session=True)
+                                errors="replace", cwd=base, start_new_session=True)
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -28,6 +28,7 @@ import typer
 from rich.console import Console
 
 from grader.result import ExitCode
+from grader.usage import Command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Grade CUDA exercises: compile, check, time against the naive baseline, profile.")
@@ -60,20 +61,20 @@ def main_options(
     """Grade CUDA exercises: compile, check, time against the naive baseline, profile."""
 
 
-@app.command("exercise")
+@app.command("exercise", cls=Command)
 def exercise_cmd(
-    exercise: Annotated[str, typer.Argument(help="exercise number or folder name, e.g. 01")],
-    submission: Annotated[Optional[Path], typer.Option(help="folder with the .cu files to grade "
-                                                           "(default: the exercise's own folder)")] = None,
-    task: Annotated[Optional[list[str]], typer.Option(help="grade only this task (repeatable)")] = None,
+    exercise: Annotated[str, typer.Argument(metavar="EXERCISE", help="exercise number or folder name, e.g. 01")],
+    submission: Annotated[Optional[Path], typer.Option(
+        metavar="DIR", help="folder with the .cu files to grade (default: the exercise's own folder)")] = None,
+    task: Annotated[Optional[list[str]], typer.Option(metavar="TASK", help="grade only this task (repeatable)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON on stdout")] = False,
     profile: Annotated[bool, typer.Option("--profile/--no-profile", help="collect Nsight Compute counters")] = True,
-    roofline: Annotated[Optional[Path], typer.Option(help="also draw the roofline of the timed kernels "
-                                                         "into this PNG file")] = None,
+    roofline: Annotated[Optional[Path], typer.Option(metavar="PNG", help="also draw the roofline of the timed "
+                                                                       "kernels into this PNG file")] = None,
     sanitize: Annotated[bool, typer.Option("--sanitize", help="run the correctness cases under "
                                            "compute-sanitizer (memcheck, racecheck) instead of timing")] = False,
 ) -> None:
-    """Grade an exercise."""
+    """Grade an exercise. The capstone is graded by `grade model`."""
     from grader.pipeline import GradingError, Options, grade
     from grader.report import render_rich, report_width
 
@@ -93,7 +94,10 @@ def exercise_cmd(
             with err.status("grading") as status:
                 result = grade(exercise, options, progress=lambda m: status.update(m))
     except GradingError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        from grader.model import capstone_folder, is_capstone
+        hint = (f" {capstone_folder().name} is the capstone: `grade model` trains and grades it."
+                if is_capstone(exercise) else "")
+        err.print(f"[red]error:[/red] {str(exc).rstrip('.') + '.' + hint if hint else exc}", soft_wrap=True)
         raise typer.Exit(int(ExitCode.USAGE))
     if json_out:
         sys.stdout.write(result.to_json() + "\n")
@@ -112,45 +116,44 @@ def exercise_cmd(
     raise typer.Exit(int(result.exit_code))
 
 
-@app.command("model")
+@app.command("model", cls=Command)
 def model_cmd(
-    submission: Annotated[Optional[Path], typer.Option(help="folder holding your exercise folders "
-                                                           "(02_linear_layers, 03_optimization, ...; "
-                                                           "default: exercises/)")] = None,
-    out: Annotated[Path, typer.Option(help="folder for the loss curve (loss_curve.png) and the exported "
-                                           "model (model.onnx)")] = Path("model-report"),
+    submission: Annotated[Optional[Path], typer.Option(metavar="DIR", help="folder holding your exercise folders, "
+                                                                         "as exercises/ does (the default)")] = None,
+    out: Annotated[Path, typer.Option(metavar="DIR", help="folder for the loss curve (loss_curve.png) and the "
+                                                          "exported model (model.onnx)")] = Path("model-report"),
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON on stdout")] = False,
     tensorrt: Annotated[bool, typer.Option("--tensorrt", help="also build TensorRT FP16 and INT8 engines "
                                                               "from the exported model, where TensorRT is "
                                                               "installed")] = False,
 ) -> None:
-    """The capstone: train a digits classifier on your own kernels, serve it in INT8, compare with PyTorch."""
+    """The capstone: train a model on your own kernels, serve it in INT8, compare it with PyTorch's."""
     from grader.model import ModelError, grade_model, render_rich
 
     err = Console(stderr=True)
     began = time.perf_counter()
     try:
         result = grade_model(submission, out, tensorrt=tensorrt,
-                             say=lambda m: err.print(f"[{time.perf_counter() - began:5.1f} s] {m}"))
+                             say=lambda m: err.print(f"[{time.perf_counter() - began:5.1f} s] {m}", soft_wrap=True))
     except ModelError as exc:
         err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(int(ExitCode.USAGE))
     if json_out:
         sys.stdout.write(result.to_json() + "\n")
     else:
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=160)
-        console.print(render_rich(result))
+        from grader.report import fitted
+        report = render_rich(result)
+        fitted(Console(), report).print(report)
     raise typer.Exit(int(result.exit_code))
 
 
-@app.command("list")
+@app.command("list", cls=Command)
 def list_cmd() -> None:
     """List the exercises, their tasks and your last result for each."""
     from rich.table import Table
 
     from grader import spec, state
+    from grader.report import fitted
 
     table = Table(header_style="bold")
     for col in ("exercise", "task", "source", "needs", "last result"):
@@ -159,18 +162,23 @@ def list_cmd() -> None:
         last = state.load(ex.id, str(ex.folder))
         by_task = {t["name"]: t for t in (last or {}).get("tasks", [])}
         for i, t in enumerate(ex.tasks):
-            prev = by_task.get(t.name)
-            if prev is None:
-                shown = "not graded yet"
-            else:
-                pts = prev.get("points") or {}
-                shown = f"{prev['status']} ({pts.get('total', 0):g}/{pts.get('max', 0):g}), {last['started'][:16]}"
             table.add_row(f"{ex.id} {ex.title}" if i == 0 else "", t.name, t.source,
-                          f"{t.min_speedup:g}x the baseline", shown)
-    Console().print(table)
+                          f"{t.min_speedup:g}x the baseline", _last_result(by_task.get(t.name)))
+    fitted(Console(), table).print(table)
 
 
-@app.command("hardware")
+def _last_result(task: dict | None) -> str:
+    """A task's last result in a cell: its status and points, and when it was graded."""
+    if task is None:
+        return "not graded yet"
+    pts = task.get("points") or {}
+    status = task.get("status", "?")
+    if status == "passed" and not task.get("timing"):
+        status = "correct, not timed"           # a correctness check (`grade model`) times nothing
+    return f"{status} ({pts.get('total', 0):g}/{pts.get('max', 0):g}), {str(task.get('started', ''))[:16]}"
+
+
+@app.command("hardware", cls=Command)
 def hardware_cmd(
     refresh: Annotated[bool, typer.Option("--refresh", help="measure again even if cached")] = False,
 ) -> None:
@@ -180,6 +188,13 @@ def hardware_cmd(
 
 
 def main() -> None:
+    # A path is bytes, and need not be UTF-8: write such a name back as the bytes it is, as ls
+    # does, instead of failing on it where the locale makes the streams strict.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="surrogateescape")
+        except (AttributeError, ValueError):
+            pass
     app(prog_name="grade")
 
 

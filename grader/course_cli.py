@@ -5,6 +5,7 @@
     grade course autograde DIR ASSIGNMENT        autograde every submission, show a summary, export
     grade course autograde DIR A --workers 4     four gradings at a time (default: one per GPU)
     grade course autograde DIR A --scheduler tcp://HOST:8786     on a Dask cluster of several hosts
+    grade course example DIR                     one exercise released and handed in by three students
 
 Between the two, the stock nbgrader commands run in DIR: `nbgrader generate_assignment`,
 `nbgrader generate_feedback`, `nbgrader export`, and the formgrader in JupyterLab.
@@ -19,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from grader.result import ExitCode
+from grader.usage import Command
 
 course_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                          help="Release and autograde the exercises with nbgrader.")
@@ -35,10 +37,10 @@ def _load():
         raise typer.Exit(int(ExitCode.NOT_GRADED))
 
 
-@course_app.command("build")
+@course_app.command("build", cls=Command)
 def build_cmd(
-    directory: Annotated[Path, typer.Argument(help="the course folder (created if missing)")],
-    exercise: Annotated[list[str] | None, typer.Option("--exercise", "-e",
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="the course folder (created if missing)")],
+    exercise: Annotated[list[str] | None, typer.Option("--exercise", "-e", metavar="EXERCISE",
                                                           help="only this exercise (repeatable); default: all")] = None,
     force: Annotated[bool, typer.Option(help="replace an nbgrader_config.py not written by this command")] = False,
 ) -> None:
@@ -58,7 +60,8 @@ def build_cmd(
     for a in built.assignments:
         shown = a.notebook + (" (generated: the exercise has none)" if a.generated_notebook else "")
         table.add_row(a.name, shown, str(a.graded_cells), f"{a.points:g}", ", ".join(a.stubs))
-    out.print(table)
+    from grader.report import fitted
+    fitted(out, table).print(table)
     first = built.assignments[0].name
     out.print(f"Next, in {built.root}:\n"
               f"  nbgrader generate_assignment {first}     the student version, in release/{first}/\n"
@@ -67,17 +70,19 @@ def build_cmd(
               f"  nbgrader generate_feedback {first}", soft_wrap=True)
 
 
-@course_app.command("autograde")
+@course_app.command("autograde", cls=Command)
 def autograde_cmd(
-    directory: Annotated[Path, typer.Argument(help="the course folder written by `grade course build`")],
-    assignment: Annotated[str, typer.Argument(help="the assignment, e.g. 01_foundations")],
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="the course folder written by `grade course build`")],
+    assignment: Annotated[str, typer.Argument(metavar="ASSIGNMENT", help="the assignment, e.g. 01_foundations")],
     workers: Annotated[int | None, typer.Option(
-        "--workers", "-w", min=1, show_default=False,
+        "--workers", "-w", min=1, show_default=False, metavar="N",
         help="gradings at a time on this host [default: one per GPU, 1 without a GPU]")] = None,
     scheduler: Annotated[str | None, typer.Option(
+        metavar="ADDRESS",
         help="a running Dask scheduler (tcp://HOST:8786) whose workers, one per GPU, do the grading")] = None,
     timeout: Annotated[float | None, typer.Option(
-        min=1, show_default=False, help="seconds one student's grading may take before it is stopped and "
+        min=1, show_default=False, metavar="SECONDS",
+        help="seconds one student's grading may take before it is stopped and "
         "recorded with 0 points [default: 3600]")] = None,
     force: Annotated[bool, typer.Option(help="grade again submissions that were already autograded")] = False,
     export: Annotated[bool, typer.Option("--export/--no-export", help="write grades.csv afterwards")] = True,
@@ -187,6 +192,11 @@ def summary_table(assignment: str, results) -> Table:
         row.append(f"{r.score:g}/{r.max_score:g}")
         table.add_row(*row)
     return table
+
+
+from grader.course_example import example_cmd  # noqa: E402 - the example class, beside the commands it tries
+
+course_app.command("example", cls=Command)(example_cmd)
 
 
 if __name__ == "__main__":

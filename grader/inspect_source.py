@@ -13,16 +13,21 @@ from pathlib import Path
 
 from grader.spec import Task
 
+# A library that would do the work: the headers that bring it in (the path after #include), and
+# the calls into it (the function's name).
 LIBRARIES = [
-    (re.compile(r"#\s*include\s*[<\"](cublas\w*|cublasLt)\.h[>\"]"), "cuBLAS"),
-    (re.compile(r"#\s*include\s*[<\"]cudnn\w*\.h[>\"]"), "cuDNN"),
-    (re.compile(r"#\s*include\s*[<\"]cub/"), "CUB"),
-    (re.compile(r"#\s*include\s*[<\"]thrust/"), "Thrust"),
-    (re.compile(r"#\s*include\s*[<\"](cutlass|cute)/"), "CUTLASS"),
-    (re.compile(r"#\s*include\s*[<\"]cufft\w*\.h[>\"]"), "cuFFT"),
-    (re.compile(r"\b(cublas\w+|cublasLt\w+)\s*\("), "cuBLAS"),
-    (re.compile(r"\bcudnn\w+\s*\("), "cuDNN"),
+    (re.compile(r"#\s*include\s*([<\"](?:cublas\w*|cublasLt)\.h[>\"])"), "cuBLAS"),
+    (re.compile(r"#\s*include\s*([<\"]cudnn\w*\.h[>\"])"), "cuDNN"),
+    (re.compile(r"#\s*include\s*([<\"]cub/[^>\"\n]*[>\"]?)"), "CUB"),
+    (re.compile(r"#\s*include\s*([<\"]thrust/[^>\"\n]*[>\"]?)"), "Thrust"),
+    (re.compile(r"#\s*include\s*([<\"](?:cutlass|cute)/[^>\"\n]*[>\"]?)"), "CUTLASS"),
+    (re.compile(r"#\s*include\s*([<\"]cufft\w*\.h[>\"])"), "cuFFT"),
 ]
+LIBRARY_CALLS = [
+    (re.compile(r"\b(cublas\w+)\s*\("), "cuBLAS"),
+    (re.compile(r"\b(cudnn\w+)\s*\("), "cuDNN"),
+]
+SHOWN_USES = 6        # a library's first uses named in its finding; the rest are counted
 PROCESS = [
     (re.compile(r"\bcudaDeviceReset\s*\("), "cudaDeviceReset() destroys the CUDA context the grader is using; "
                                             "remove it (the grader manages the device)"),
@@ -167,18 +172,34 @@ def check(source: Path, task: Task) -> list[Finding]:
         return [Finding(line, f"{source.name} is not text: it holds a NUL byte. Save the file as UTF-8 text",
                         unusable=True)]
     text = strip_comments(raw)
-    findings: list[Finding] = []
-    for pattern, lib in LIBRARIES:
-        if m := pattern.search(text):
-            findings.append(Finding(_line_of(text, m.start()),
-                                    f"uses {lib} ({m.group(0).strip()}); this task is about writing the kernel "
-                                    "yourself, so library implementations are not accepted"))
+    findings = _libraries(text)
     with_strings = strip_comments(raw, keep_strings=True)   # "/proc/self" lives in a string literal
     for pattern, message in PROCESS:
         if m := pattern.search(with_strings):
             findings.append(Finding(_line_of(with_strings, m.start()), message))
     findings.extend(_signature(text, task))
     return findings
+
+
+def _libraries(text: str) -> list[Finding]:
+    """One finding per library used, at its first use, naming each header and function it uses."""
+    uses: dict[str, list[tuple[int, str]]] = {}
+    for pattern, lib in LIBRARIES:
+        for m in pattern.finditer(text):
+            uses.setdefault(lib, []).append((m.start(), f"#include {m.group(1)}"))
+    for pattern, lib in LIBRARY_CALLS:
+        for m in pattern.finditer(text):
+            uses.setdefault(lib, []).append((m.start(), f"{m.group(1)}()"))
+    findings = []
+    for lib, found in uses.items():
+        found.sort()
+        names = list(dict.fromkeys(name for _, name in found))
+        shown = ", ".join(names[:SHOWN_USES]) + (f" and {len(names) - SHOWN_USES} more" if len(names) > SHOWN_USES
+                                                 else "")
+        findings.append(Finding(_line_of(text, found[0][0]),
+                                f"uses {lib} ({shown}); this task is about writing the kernel yourself, so library "
+                                "implementations are not accepted"))
+    return sorted(findings, key=lambda f: f.line)
 
 
 def _signature(text: str, task: Task) -> list[Finding]:

@@ -1,16 +1,19 @@
-"""`grade model`: the capstone. A digits classifier trained and served on the learner's own kernels.
+"""`grade model`: the capstone. A model trained and served on the learner's own kernels.
 
-The kernels the model needs (``exercises/06_capstone/capstone.toml``) are first graded for
-correctness, each with its own exercise's cases. Where every one of them is correct, the model is
-trained with them in a process of its own (``train_kernels.py`` in the capstone folder), beside its
-PyTorch twin: same initial weights, same batches in the same order, same hyperparameters. Where a
-kernel is missing or wrong, nothing stands in for it: the report names it, and shows the twin alone.
+The capstone is the folder of ``exercises/`` that holds a ``capstone.toml``. That file names the
+model, the kernels it needs, the script that trains it and the module that holds its bars. The
+kernels are first graded for correctness, each with its own exercise's cases. Where every one of
+them is correct, the script trains the model with them in a process of its own, beside its PyTorch
+twin; the bars are then held, in this process, against what the script reported. Where a kernel is
+missing or wrong, nothing stands in for it: the report names it, and shows the twin alone.
 """
 from __future__ import annotations
 
 import base64
+import importlib.util
 import io
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -24,7 +27,6 @@ from grader.result import ExitCode
 from grader.spec import exercises_dir, find
 
 Say = Callable[[str], None]
-CAPSTONE = "06_capstone"
 TRAINING_TIMEOUT_S = 900
 
 
@@ -59,6 +61,7 @@ class ModelResult:
     notice: str = ""
     out: str = ""                # the folder of the loss curve and the exported model
     seconds: float = 0.0
+    model: str = ""              # what is trained, in words (capstone.toml's `model`)
 
     @property
     def learner(self) -> dict[str, Any]:
@@ -83,23 +86,69 @@ class ModelResult:
 
 
 def capstone_folder() -> Path:
-    return exercises_dir() / CAPSTONE
+    """The folder of exercises/ that holds a capstone.toml."""
+    found = sorted(p.parent for p in exercises_dir().glob("*/capstone.toml"))
+    if not found:
+        raise ModelError(f"no folder of {exercises_dir()} holds a capstone.toml: the capstone is not part of "
+                         "this checkout")
+    if len(found) > 1:
+        raise ModelError(f"several folders hold a capstone.toml ({', '.join(f.name for f in found)}); "
+                         "`grade model` trains one")
+    return found[0]
+
+
+def is_capstone(ident: str) -> bool:
+    """Whether ``ident`` (a number such as 06, a folder name) names the capstone's folder."""
+    try:
+        folder = capstone_folder()
+    except ModelError:
+        return False
+    number = folder.name.split("_", 1)[0]
+    return ident.strip("/") in (folder.name, number, str(folder)) or (
+        ident.isdigit() and number.isdigit() and int(ident) == int(number))
 
 
 def load_capstone() -> dict[str, Any]:
     path = capstone_folder() / "capstone.toml"
-    if not path.is_file():
-        raise ModelError(f"{path} is missing: the capstone is not part of this checkout")
-    with path.open("rb") as f:
-        return tomllib.load(f)
+    try:
+        with path.open("rb") as f:
+            capstone = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ModelError(f"{path}: {exc}") from None
+    missing = [key for key in ("model", "train", "bars", "kernels") if key not in capstone]
+    if missing:
+        raise ModelError(f"{path} is missing {', '.join(missing)}")
+    return capstone
+
+
+def judge(run: dict[str, Any], capstone: dict[str, Any]) -> list[Bar]:
+    """The capstone's bars, measured or not: the ``bars(run, capstone)`` function of the module
+    that capstone.toml's ``bars.module`` names, run here, in the grading process."""
+    path = capstone_folder() / capstone["bars"]["module"]
+    spec = importlib.util.spec_from_file_location("capstone_bars", path)
+    if spec is None or spec.loader is None:
+        raise ModelError(f"{path} cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.bars(run, capstone)
 
 
 # ---------------------------------------------------------------------------- the kernels
 
-def check_kernels(submission: Path, capstone: dict[str, Any], say: Say) -> tuple[list[KernelCheck], str]:
-    """Each kernel graded for correctness (no timing, no counters) with its exercise's own cases.
-    Returns the checks and a notice when they could not run here (no GPU, no nvcc)."""
+def check_kernels(submission: Path, capstone: dict[str, Any], say: Say,
+                  can_run: bool = True) -> tuple[list[KernelCheck], str]:
+    """Each kernel graded for correctness (no timing, no counters) with its exercise's own cases;
+    only compiled where nothing can run them (``can_run`` false: no GPU). Returns the checks and a
+    notice when they could not run here (no GPU, no nvcc)."""
+    from grader.build import Toolchain, ToolchainError
     from grader.pipeline import GradingError, Options, grade
+
+    try:
+        Toolchain.find()
+        doing = "checking {} (exercise {}) with its correctness cases" if can_run else \
+            "compiling {} (exercise {}); checking needs an NVIDIA GPU"
+    except ToolchainError:
+        doing = ""
 
     wanted: dict[str, list[dict[str, str]]] = {}
     for k in capstone["kernels"]:
@@ -114,7 +163,8 @@ def check_kernels(submission: Path, capstone: dict[str, Any], say: Say) -> tuple
                 checks[exercise_id, k["task"]] = KernelCheck(exercise_id, k["task"], k["role"], "missing",
                                                              f"{folder} does not exist")
             continue
-        say(f"checking {', '.join(k['task'] for k in kernels)} (exercise {exercise_id}) with its correctness cases")
+        if doing:
+            say(doing.format(", ".join(k["task"] for k in kernels), exercise_id))
         try:
             graded = grade(exercise_id, Options(submission=folder, tasks=tuple(k["task"] for k in kernels),
                                                 profile=False, timing=False))
@@ -137,8 +187,11 @@ def check_kernels(submission: Path, capstone: dict[str, Any], say: Say) -> tuple
 
 # ---------------------------------------------------------------------------- the training
 
-def train(kernels: list[KernelCheck], out: Path, say: Say, tensorrt: bool = False) -> dict[str, Any]:
-    """The training process: the twin always, the learner's kernels when all of them are ready."""
+def train(kernels: list[KernelCheck], out: Path, say: Say, tensorrt: bool = False,
+          script: str | None = None) -> dict[str, Any]:
+    """The training process (capstone.toml's ``train``, run in the capstone's folder): the twin
+    always, the learner's kernels when all of them are ready. It reads a job (JSON) and writes its
+    result (JSON); each line it prints as ``progress: ...`` is shown as progress."""
     from grader.runner import worker_env
 
     ready = all(k.status == "ready" for k in kernels)
@@ -148,7 +201,8 @@ def train(kernels: list[KernelCheck], out: Path, say: Say, tensorrt: bool = Fals
     with tempfile.TemporaryDirectory(prefix="s2s-model-") as tmp:
         job_path, result_path = Path(tmp) / "job.json", Path(tmp) / "result.json"
         job_path.write_text(json.dumps(job))
-        proc = subprocess.Popen([sys.executable, "train_kernels.py", str(job_path), str(result_path)],
+        script = script or load_capstone()["train"]
+        proc = subprocess.Popen([sys.executable, script, str(job_path), str(result_path)],
                                 cwd=str(capstone_folder()), env=worker_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
         tail: list[str] = []
@@ -177,34 +231,6 @@ def _died(code: int) -> str:
     return f"exited with status {code} before writing its result"
 
 
-def bars(run: dict[str, Any], capstone: dict[str, Any]) -> list[Bar]:
-    """The four bars of the capstone, measured or not."""
-    want = capstone["bars"]
-    learner, twin = run.get("learner") or {}, run.get("twin") or {}
-    acc, twin_acc = learner.get("test_accuracy"), twin.get("test_accuracy")
-    int8 = learner.get("int8_accuracy")
-    out = [Bar("test accuracy on your kernels", f">= {_pct(want['test_accuracy'])}", _pct(acc),
-               None if acc is None else acc >= want["test_accuracy"])]
-    twin_bar = Bar("beside the PyTorch twin", f"within {want['twin_points']:g} point", "-", None)
-    if acc is not None and twin_acc is not None:
-        gap = 100 * (acc - twin_acc)
-        twin_bar.got, twin_bar.passed = f"{gap:+.1f} points", abs(gap) <= want["twin_points"] + 1e-9
-    out.append(twin_bar)
-    steps = want["loss_steps"]
-    loss_bar = Bar(f"loss of the first {steps} steps", f"within {want['loss_rtol']:g} (relative)", "-", None)
-    mine, theirs = learner.get("losses") or [], twin.get("losses") or []
-    if len(mine) >= steps and len(theirs) >= steps:
-        worst = max(abs(a - b) / abs(b) for a, b in zip(mine[:steps], theirs[:steps]))
-        loss_bar.got, loss_bar.passed = f"{worst:.1e}", worst <= want["loss_rtol"]
-    out.append(loss_bar)
-    int8_bar = Bar("INT8 (W8A8) serving", f"at most {want['int8_points']:g} point below fp32", "-", None)
-    if int8 is not None and acc is not None:
-        drop = 100 * (acc - int8)
-        int8_bar.got, int8_bar.passed = f"{-drop:+.1f} points", drop <= want["int8_points"] + 1e-9
-    out.append(int8_bar)
-    return out
-
-
 def grade_model(submission: Path | str | None = None, out: Path | str = "model-report", tensorrt: bool = False,
                 say: Say | None = None) -> ModelResult:
     """Check the kernels, train, serve, and hold the result to the capstone's bars. The loss curve
@@ -214,36 +240,53 @@ def grade_model(submission: Path | str | None = None, out: Path | str = "model-r
     capstone = load_capstone()
     root = Path(submission).resolve() if submission else exercises_dir()
     if root.is_file():
+        folders = ", ".join(dict.fromkeys(find(k["exercise"]).folder.name for k in capstone["kernels"]))
         raise ModelError(f"{root} is a file; --submission takes the folder that holds the exercise folders "
-                         "(02_linear_layers, 03_optimization, ...)")
+                         f"({folders})")
     if not root.is_dir():
         raise ModelError(f"the submission folder {root} does not exist")
-    out = Path(out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    kernels, notice = check_kernels(root, capstone, say)
-    result = ModelResult(str(root), kernels, notice=notice, out=str(out))
+    out = _writable_folder(Path(out))
     from grader import device as devmod
     probe = devmod.probe()
+    kernels, notice = check_kernels(root, capstone, say, can_run=probe.gpu is not None)
+    result = ModelResult(str(root), kernels, notice=notice, out=str(out), model=capstone["model"])
     if any(k.status == "not run" for k in kernels):
         result.notice = ("Your kernels compiled; checking them and training on them needs an NVIDIA GPU "
                          f"({probe.reason}). The PyTorch twin alone is shown." if probe.gpu is None
                          else notice or "Some of your kernels could not be checked here.")
-    result.run = _train_holding_the_gpu(probe.gpu, kernels, out, say, tensorrt)
-    result.bars = bars(result.run, capstone)
+    result.run = _train_holding_the_gpu(probe.gpu, kernels, out, say, tensorrt, capstone["train"])
+    result.bars = judge(result.run, capstone)
     if result.run.get("twin"):
         (out / "loss_curve.png").write_bytes(loss_png(result.run))
     result.seconds = time.perf_counter() - began
     return result
 
 
+def _writable_folder(out: Path) -> Path:
+    """``out``, made if missing, once it is known that files can be written into it; a ModelError
+    that says why not otherwise, before any work is done."""
+    out = out.resolve()
+    if out.exists() and not out.is_dir():
+        raise ModelError(f"{out} is a file; --out takes a folder, for loss_curve.png and model.onnx")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".write-test-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ModelError(f"cannot write the report into {out}: {exc.strerror or exc}; give --out a folder "
+                         "you may write to") from None
+    return out
+
+
 def _train_holding_the_gpu(gpu: Any, kernels: list[KernelCheck], out: Path, say: Say,
-                           tensorrt: bool) -> dict[str, Any]:
+                           tensorrt: bool, script: str) -> dict[str, Any]:
     from grader import gpulock
 
     if gpu is None:
-        return train(kernels, out, say, tensorrt)
+        return train(kernels, out, say, tensorrt, script)
     with gpulock.exclusive(gpu.uuid or f"gpu{gpu.index}", "training the capstone model", say):
-        return train(kernels, out, say, tensorrt)
+        return train(kernels, out, say, tensorrt, script)
 
 
 # ---------------------------------------------------------------------------- the report
@@ -293,14 +336,12 @@ def _per_epoch(part: dict[str, Any]) -> str:
 def accuracy_rows(r: ModelResult) -> list[tuple[str, str, str, str]]:
     """(model, test accuracy, time per epoch, note): the table the capstone is about."""
     twin, learner = r.run.get("twin") or {}, r.learner
-    where = "GPU" if twin.get("device") == "cuda" else "CPU"
     rows = []
     if learner.get("test_accuracy") is not None:
         rows.append(("your kernels (fp32)", _pct(learner["test_accuracy"]), _per_epoch(learner),
                      "trained and evaluated on your kernels"))
     if twin:
-        rows.append(("PyTorch twin (fp32)", _pct(twin.get("test_accuracy")), _per_epoch(twin),
-                     f"torch.optim.AdamW, F.cross_entropy, on the {where}"))
+        rows.append(("PyTorch twin (fp32)", _pct(twin.get("test_accuracy")), _per_epoch(twin), twin.get("about", "")))
     if learner.get("int8_accuracy") is not None:
         rows.append(("your kernels, INT8 W8A8", _pct(learner["int8_accuracy"]), "",
                      f"{' + '.join(learner.get('int8_kernels', []))}; PyTorch's W8A8 of your weights: "
@@ -358,14 +399,9 @@ def render_rich(r: ModelResult):
     from rich.table import Table
     from rich.text import Text
 
-    recipe = r.run.get("recipe") or {}
-    parts: list[Any] = [Text("Capstone: a digits classifier (64 -> 128 -> 10, GELU) trained on your kernels",
-                             style="bold")]
-    if recipe:
-        data = r.run.get("data") or {}
-        parts.append(Text(f"{data.get('train')} training and {data.get('test')} test images of 8 x 8; AdamW "
-                          f"(lr {recipe['lr']:g}, weight decay {recipe['weight_decay']:g}), batch {recipe['batch']}, "
-                          f"{recipe['epochs']} epochs, seed {recipe['seed']}; device: {r.run.get('device')}"))
+    parts: list[Any] = [Text(f"Capstone: {r.model or 'a model'} trained on your kernels", style="bold")]
+    if r.run.get("about"):
+        parts.append(Text(f"{r.run['about']}; device: {r.run.get('device')}"))
     code = r.exit_code
     style = {ExitCode.PASSED: "bold green", ExitCode.FAILED: "bold red"}.get(code, "bold yellow")
     parts.append(Text(headline(r), style=style))
@@ -379,7 +415,7 @@ def render_rich(r: ModelResult):
 
     rows = accuracy_rows(r)
     if rows:
-        acc = Table(title="Accuracy on the 360 test images", title_justify="left")
+        acc = Table(title=f"Accuracy on {r.run.get('test_set') or 'the test set'}", title_justify="left")
         for col in ("model", "test accuracy", "time per epoch", ""):
             acc.add_column(col, overflow="fold")
         for row in rows:
@@ -427,7 +463,9 @@ def render_html(r: ModelResult) -> str:
     """The notebook's view: the same tables, and the loss curve inline."""
     from rich.console import Console
 
-    console = Console(record=True, width=120, file=io.StringIO())
+    # force_jupyter=False: in a notebook, rich would otherwise show what it prints as well, and the
+    # report would appear twice.
+    console = Console(record=True, width=120, file=io.StringIO(), force_jupyter=False)
     console.print(render_rich(r))
     html = console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
     png = Path(r.out) / "loss_curve.png" if r.out else None

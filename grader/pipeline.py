@@ -234,7 +234,8 @@ def _build_task(exercise: Exercise, task: Task, submission: Path, arch: str, too
     source = submission / task.source
     tr = _not_run(task, "")
     if not source.is_file():
-        tr.status, tr.summary = "failed", f"{task.source} is missing from {submission}"
+        where = "is a folder, not a file, in" if source.is_dir() else "is missing from"
+        tr.status, tr.summary = "failed", f"{task.source} {where} {submission}"
         tr.error = Problem("missing file", tr.summary)
         return tr
     findings = inspect_source(source, task)

@@ -191,8 +191,14 @@ def header_lines(r: GradeResult) -> list[str]:
 
 def detail_lines(t: TaskResult) -> list[str]:
     lines = [t.summary] if t.summary else []
-    if t.error and t.error.message and t.error.message != t.summary:
-        lines.append(t.error.message)
+    if t.error and t.error.message:
+        # The summary is usually the message's first line (the first finding, the compiler's first
+        # error), with a prefix: the rest of the message is what the panel adds.
+        more = t.error.message.strip().splitlines()
+        if more and t.summary.endswith(more[0].strip()):
+            more = more[1:]
+        if "\n".join(more).strip():
+            lines.append("\n".join(more))
     failing = next((c for c in t.cases if not c.passed), None)
     if failing and t.error is None:
         lines.append(f"case: {failing.case}")
@@ -225,6 +231,15 @@ def report_width(r: GradeResult, console: Console) -> int:
     """Columns the report needs so that no cell of its table is cut (at least 100)."""
     widest = RichMeasurement.get(console, console.options.update(width=1000), summary_table(r)).maximum
     return max(100, widest)
+
+
+def fitted(console: Console, renderable, least: int = 80) -> Console:
+    """The console to print ``renderable`` on. A file or a pipe has no width, and rich would cut
+    every line at 80 columns: there, a console on the same file as wide as ``renderable`` needs."""
+    if console.is_terminal:
+        return console
+    widest = RichMeasurement.get(console, console.options.update(width=1000), renderable).maximum
+    return Console(file=console.file, width=max(least, widest))
 
 
 def render_rich(r: GradeResult) -> Group:

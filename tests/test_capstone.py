@@ -24,9 +24,10 @@ sys.path.insert(0, str(CAPSTONE))
 
 import model  # noqa: E402
 import train_kernels  # noqa: E402
+from bars import bars  # noqa: E402
 
 from grader import spec as specmod  # noqa: E402
-from grader.model import ExitCode, ModelResult, accuracy_rows, bars, load_capstone, op_rows, render_html  # noqa: E402
+from grader.model import ExitCode, ModelResult, accuracy_rows, load_capstone, op_rows, render_html  # noqa: E402
 from grader.tolerance import split  # noqa: E402
 
 CONFIG = load_capstone()
@@ -124,6 +125,17 @@ def test_the_twin_reaches_the_bar_and_is_deterministic(data, twin):
     again = model.train_twin(data, model.Recipe(epochs=1))
     once = model.train_twin(data, model.Recipe(epochs=1))
     assert again.losses == once.losses
+
+
+def test_the_twin_trains_on_one_thread_on_the_cpu(data, monkeypatch):
+    """A tiny model: more threads only wait for each other, and its time per epoch swings."""
+    seen = []
+    real = model._train_twin
+    monkeypatch.setattr(model, "_train_twin", lambda *a: seen.append(torch.get_num_threads()) or real(*a))
+    before = torch.get_num_threads()
+    model.train_twin(data, model.Recipe(epochs=1))
+    assert seen == [model.CPU_THREADS] == [1]
+    assert torch.get_num_threads() == before
 
 
 def test_int8_serving_stays_within_half_a_point(data, twin):
@@ -239,6 +251,11 @@ def test_grade_model_without_a_gpu_names_the_stubs_and_shows_the_twin(tmp_path):
     proc = _grade_model("--out", str(tmp_path / "report"), cwd=tmp_path)
     assert proc.returncode == ExitCode.FAILED, proc.stderr[-2000:]
     assert "Traceback" not in proc.stdout + proc.stderr
+    assert "compiling linear_forward, linear_backward (exercise 02); checking needs an NVIDIA GPU" in proc.stderr
+    assert "checking linear_forward" not in proc.stderr
+    assert "torch.optim.AdamW, F.cross_entropy, on the CPU, 1 thread" in proc.stdout
+    assert "Capstone: a digits classifier (64 -> 128 -> 10, GELU) trained on your kernels" in proc.stdout
+    assert "Accuracy on the 360 test images" in proc.stdout
     assert "These kernels are missing or not yet correct, and nothing stands in for them: linear_forward (02), " \
            "softmax (04), linear_backward (02), adamw_multi (03), quantize_int8 (05), gemm_w8a8 (05)." in \
            " ".join(proc.stdout.split())
@@ -253,6 +270,65 @@ def test_grade_model_without_a_gpu_names_the_stubs_and_shows_the_twin(tmp_path):
     assert {k["status"] for k in result["kernels"]} == {"not run"}
     assert result["notice"].startswith("Your kernels compiled; checking them and training on them needs an NVIDIA GPU")
     assert result["run"]["twin"]["test_accuracy"] >= 0.97
+
+
+def test_the_capstone_is_found_by_its_toml_and_its_bars_live_beside_it():
+    from grader.model import capstone_folder, judge
+    assert capstone_folder() == CAPSTONE
+    assert {CONFIG["train"], CONFIG["bars"]["module"]} <= {p.name for p in CAPSTONE.iterdir()}
+    assert [b.passed for b in judge({}, CONFIG)] == [None] * 4
+    grader_text = "".join(p.read_text() for p in (ROOT / "grader").glob("*.py"))
+    for word in (CAPSTONE.name, "digits", "64 -> 128", "twin_points", "loss_rtol", "int8_points"):
+        assert word not in grader_text, word
+
+
+def test_the_notebook_shows_the_report_once(twin, tmp_path):
+    """In a notebook's kernel rich writes what it prints into the notebook too: the HTML report
+    must not add a second copy."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient", reason="nbclient is not installed: pip install -e '.[course]'")
+    pytest.importorskip("ipykernel", reason="ipykernel is not installed: pip install -e '.[course]'")
+    run = {"twin": {"losses": twin.losses[:40], "epoch_seconds": twin.epoch_seconds[:2], "test_accuracy": 0.975,
+                    "about": "torch.optim.AdamW, F.cross_entropy, on the CPU, 1 thread"}}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    code = ("import json\nfrom grader.model import KernelCheck, ModelResult, judge, load_capstone\n"
+            "capstone = load_capstone()\nrun = json.load(open('run.json'))\n"
+            "kernels = [KernelCheck(k['exercise'], k['task'], k['role'], 'missing', 'no kernel yet') "
+            "for k in capstone['kernels']]\n"
+            "report = ModelResult('exercises', kernels, run, judge(run, capstone), model=capstone['model'])\n"
+            "report")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    env_path = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
+    os.environ["PYTHONPATH"], saved = env_path, os.environ.get("PYTHONPATH")
+    try:
+        nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
+    shown = [o for o in nb.cells[0].outputs if "Your kernels" in json.dumps(o.get("data", {})) + o.get("text", "")]
+    assert len(shown) == 1, [o.output_type for o in nb.cells[0].outputs]
+    assert "text/html" in shown[0].data and "on the CPU, 1 thread" in shown[0].data["text/html"]
+
+
+@pytest.mark.parametrize("where, fragment", [
+    ("a file", "is a file; --out takes a folder"),
+    ("below a file", "cannot write the report into"),
+    pytest.param("a read-only folder", "cannot write the report into", marks=pytest.mark.skipif(
+        os.geteuid() == 0, reason="root may write into a read-only folder")),
+])
+def test_grade_model_says_when_out_cannot_take_the_report(where, fragment, tmp_path):
+    (tmp_path / "file").write_text("not a folder\n")
+    (tmp_path / "locked").mkdir(mode=0o500)
+    out = {"a file": tmp_path / "file", "below a file": tmp_path / "file" / "report",
+           "a read-only folder": tmp_path / "locked" / "report"}[where]
+    began = time.monotonic()
+    proc = _grade_model("--out", str(out), cwd=tmp_path)
+    assert proc.returncode == ExitCode.USAGE, proc.stderr[-2000:]
+    assert fragment in " ".join(proc.stderr.split()) and "Traceback" not in proc.stdout + proc.stderr
+    assert time.monotonic() - began < 30          # said before any kernel is compiled or any model trained
 
 
 def test_grade_model_rejects_a_submission_that_is_not_a_folder(tmp_path):

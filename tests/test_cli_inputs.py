@@ -19,13 +19,18 @@ STUBS = ROOT / "exercises" / "01_foundations"
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA toolkit) is not on PATH")
 
 
-def submission(tmp_path: Path, vector_add: bytes | None) -> Path:
+FOLDER = object()         # vector_add.cu is a folder
+
+
+def submission(tmp_path: Path, vector_add: bytes | None | object, name: str = "submission") -> Path:
     """Exercise 01's stubs, with vector_add.cu replaced (or left out when None)."""
-    folder = tmp_path / "submission"
+    folder = tmp_path / name
     folder.mkdir()
-    for name in ("reduce_sum.cu", "transpose.cu"):
-        shutil.copy(STUBS / name, folder / name)
-    if vector_add is not None:
+    for stub in ("reduce_sum.cu", "transpose.cu"):
+        shutil.copy(STUBS / stub, folder / stub)
+    if vector_add is FOLDER:
+        (folder / "vector_add.cu").mkdir()
+    elif vector_add is not None:
         (folder / "vector_add.cu").write_bytes(vector_add)
     return folder
 
@@ -37,6 +42,7 @@ BAD_FILES = {
     "two megabytes": (b"// " + b"a" * (2 << 20) + b"\n", "is 2.0 MB; a kernel source is a few kilobytes"),
     "an empty file": (b"", "defines no function vector_add()"),
     "missing": (None, "vector_add.cu is missing from"),
+    "a folder": (FOLDER, "vector_add.cu is a folder, not a file, in"),
 }
 
 
@@ -59,6 +65,30 @@ def test_a_bad_file_fails_its_task_with_a_sentence_and_spares_the_others(case, t
     assert tasks["reduce_sum"]["status"] == tasks["transpose"]["status"] == "not run"   # compiled; no GPU here
     leftovers = [p.name for p in (tmp_path / "cache" / "build").iterdir() if "." in p.name]
     assert leftovers == []                      # no half-built folder left in the cache
+
+
+def test_a_folder_whose_name_is_not_utf8_is_graded_like_any_other(tmp_path):
+    """Folder names are bytes: one that is not UTF-8 (here Latin-1) changes nothing in the report."""
+    if sys.getfilesystemencoding().lower() not in ("utf-8", "utf8"):
+        pytest.skip("this file system's names are not decoded as UTF-8 here")
+    name = os.fsdecode(b"caf\xe9")
+    folder = submission(tmp_path, (STUBS / "vector_add.cu").read_bytes(), name)
+    # Streams as strict as a desktop's UTF-8 locale makes them.
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", S2S_CACHE=str(tmp_path / "cache"), NO_COLOR="1",
+               PYTHONIOENCODING="utf-8:strict")
+    for args in (("--json",), ()):
+        done = subprocess.run([sys.executable, "-m", "grader.cli", "exercise", "01", "--submission", str(folder),
+                               *args], cwd=ROOT, env=env, capture_output=True, timeout=600)
+        out, err = (os.fsdecode(stream) for stream in (done.stdout, done.stderr))
+        assert "Traceback" not in out + err, err
+        assert done.returncode == 3, err            # compiled; no GPU here
+        assert "invalid multibyte character" not in out
+        if not args:
+            assert f"submission: {folder}" in out
+    result = json.loads(run_cli("exercise", "01", "--submission", str(folder), "--json",
+                                cache=tmp_path / "cache").stdout)
+    assert result["submission"] == str(folder)
+    assert {t["status"] for t in result["tasks"]} == {"not run"}
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -181,6 +181,16 @@ def test_unknown_exercise_lists_the_exercises(cache):
     assert "01_foundations" in r.text
 
 
+def test_the_capstone_is_not_an_exercise_and_the_error_says_which_command_grades_it(cache):
+    for name in ("06", "06_capstone"):
+        r = run("exercise", name, cache=cache)
+        no_traceback(r)
+        assert r.code == 2
+        assert f"there is no exercise '{name}'" in r.text
+        assert "06_capstone is the capstone: `grade model` trains and grades it." in r.text
+    assert "grade model" not in run("exercise", "99", cache=cache).text
+
+
 def test_unknown_task_names_the_valid_ones(cache):
     r = run("exercise", "01", "--task", "matmul", cache=cache)
     no_traceback(r)
@@ -213,6 +223,34 @@ def test_help(cache):
         assert option in r.text
 
 
+@pytest.mark.parametrize("command", [(), ("exercise",), ("model",), ("list",), ("hardware",), ("course",),
+                                     ("course", "build"), ("course", "autograde"), ("course", "example")])
+def test_usage_names_every_argument_and_value_plainly(cache, command):
+    r = run(*command, "--help", cache=cache)
+    assert r.code == 0, r.stderr
+    usage = next(line for line in r.stdout.splitlines() if line.startswith("Usage: grade"))
+    assert "{" not in usage and "}" not in usage, usage
+    for leftover in ("<list[", "range>", "<str>", "<path>", "<int>", "<float>"):
+        options = r.stdout[r.stdout.find("Options:"):]
+        assert leftover not in options, options
+    wanted = {("exercise",): "Usage: grade exercise [OPTIONS] EXERCISE", ("course", "build"): "[OPTIONS] DIR",
+              ("course", "autograde"): "[OPTIONS] DIR ASSIGNMENT"}.get(command)
+    assert wanted is None or usage.endswith(wanted), usage
+
+
+def test_piped_course_build_cuts_nothing(tmp_path):
+    pytest.importorskip("nbformat")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env.update(NO_COLOR="1")
+    proc = subprocess.run([sys.executable, "-m", "grader.cli", "course", "build", str(tmp_path / "course")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout, proc.stdout
+    for exercise in spec.discover():
+        row = next(line for line in proc.stdout.splitlines() if f" {exercise.folder.name} " in line)
+        assert ", ".join(t.source for t in exercise.tasks) in row, row
+
+
 @needs_nvcc
 def test_list_shows_exercises_tasks_and_last_result(tmp_path):
     cache = tmp_path / "fresh-cache"
@@ -235,6 +273,7 @@ def test_list_shows_exercises_tasks_and_last_result(tmp_path):
 
 @needs_nvcc
 def test_python_api_returns_a_result_with_html(cache):
+    pytest.importorskip("IPython", reason="IPython (a notebook's kernel) is not installed: pip install -e '.[course]'")
     code = ("import json, grader\n"
             "from IPython.core.interactiveshell import InteractiveShell\n"
             "shell = InteractiveShell.instance()  # as in a notebook's kernel\n"

@@ -97,3 +97,27 @@ def test_the_clip_comparison_scales_the_gradient_in_place_and_returns_the_norm()
     assert got_g.data_ptr() == g32.data_ptr()                 # in place, like the learner's kernel
     torch.testing.assert_close(g32.double(), want_g, rtol=1e-5, atol=0)
     torch.testing.assert_close(got_total.double(), want_total, rtol=1e-5, atol=0)
+
+
+def _norm_in_float32_runs(g: torch.Tensor, run: int) -> float:
+    """The norm as a kernel computes it: float32 running sums of `run` squares each, one after the
+    other, then the partial sums added in a tree."""
+    squares = (g * g).reshape(-1, run)
+    partial = squares[:, 0].clone()
+    for k in range(1, run):               # one running sum per row, in float32, in order
+        partial += squares[:, k]
+    while partial.numel() > 1:
+        partial = partial[0::2] + partial[1::2]
+    return float(partial[0].double().sqrt())
+
+
+def test_clip_grad_norm_tolerance_holds_every_order_the_stub_allows():
+    """The stub allows any order whose float32 running sums add at most 2^15 squares: such a norm
+    stays well inside rtol, while one running sum eight times longer does not (it comes out low)."""
+    rtol = EXERCISE.task("clip_grad_norm").rtol
+    g = torch.randn(1 << 20, generator=torch.Generator().manual_seed(3), dtype=torch.float32)
+    exact = float(g.double().square().sum().sqrt())
+    allowed = _norm_in_float32_runs(g, 1 << 15) / exact - 1
+    assert abs(allowed) < rtol / 5, allowed
+    too_long = _norm_in_float32_runs(g, 1 << 18) / exact - 1
+    assert too_long < -rtol, too_long

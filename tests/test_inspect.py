@@ -132,6 +132,25 @@ def test_library_call_is_rejected_at_its_line(tmp_path):
     assert "uses cuBLAS (cublasSaxpy(" in finding.message
 
 
+def test_every_call_into_a_library_is_named_once(tmp_path):
+    body = ("{\n    cublasHandle_t h;\n    cublasCreate(&h);\n    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, 1, 1,"
+            " &one, a, n, b, 1, &zero, c, n);\n    cublasSgemm (h, CUBLAS_OP_T, CUBLAS_OP_N, 1, 1, 1, &one, a, 1,"
+            " b, 1, &zero, c, 1);\n    cublasDestroy(h);\n}")
+    text = "#include <cuda_runtime.h>\n#include <cublas_v2.h>\n" + GOOD.replace("{\n}", body)
+    (finding,) = findings_of(tmp_path, text)
+    assert finding.line == 2
+    assert finding.message.startswith("uses cuBLAS (#include <cublas_v2.h>, cublasCreate(), cublasSgemm(), "
+                                      "cublasDestroy()); this task is about writing the kernel yourself")
+
+
+def test_a_long_list_of_library_calls_is_counted(tmp_path):
+    names = ("axpy", "copy", "scal", "dot", "nrm2", "asum", "rot", "swap")
+    calls = "".join(f"    cublasS{name}(h);\n" for name in names)
+    (finding,) = findings_of(tmp_path, GOOD.replace("{\n}", "{\n" + calls + "}"))
+    assert "uses cuBLAS (cublasSaxpy(), cublasScopy(), cublasSscal(), cublasSdot(), cublasSnrm2(), cublasSasum() " \
+           "and 2 more);" in finding.message
+
+
 @pytest.mark.parametrize("text", [
     "// not allowed: #include <cub/cub.cuh>\n",
     "/* we could call cublasSgemm(...) or use\n   #include <thrust/sort.h> but we do not */\n",

@@ -197,6 +197,28 @@ def test_compile_error_names_file_and_line():
     assert result.exit_code == ExitCode.FAILED
 
 
+def test_a_compile_error_is_shown_once():
+    log = ('bad.cu(3): error: expected a ";"\n    int y = 1\n             ^\n'
+           '1 error detected in the compilation of "bad.cu".')
+    task = compile_error_task('bad.cu(3): error: expected a ";"')
+    task.error = Problem("compile error", log)
+    result = result_of(task)
+    for shown in (text_of(result), html.unescape(render_html(result))):
+        assert shown.count('expected a ";"') == 1, shown
+        assert "int y = 1" in shown and '1 error detected in the compilation of "bad.cu".' in shown
+
+
+def test_a_rejected_source_shows_each_finding_once():
+    findings = ["bad.cu:1: uses cuBLAS (#include <cublas_v2.h>, cublasSgemm()); this task is about writing the "
+                "kernel yourself, so library implementations are not accepted",
+                "bad.cu:9: starts a host thread: work it does after your function returns is invisible to the timer"]
+    task = TaskResult("softmax", "bad.cu", "failed", findings[0], error=Problem("rejected", "\n".join(findings)),
+                      points=Points(0, 0, 2, 1))
+    result = result_of(task)
+    for shown in (flat(text_of(result)), html_text(result)):
+        assert shown.count("uses cuBLAS") == 1 and shown.count("starts a host thread") == 1, shown
+
+
 def test_timeout_is_a_failure_with_its_reason():
     result = result_of(timeout_task())
     text = flat(text_of(result))
@@ -248,6 +270,7 @@ def test_html_escapes_learner_text():
 
 def test_a_notebook_shows_the_html_report():
     """The result model knows no views: the notebook registers the HTML report with IPython."""
+    pytest.importorskip("IPython", reason="IPython (a notebook's kernel) is not installed: pip install -e '.[course]'")
     from IPython.core.interactiveshell import InteractiveShell
 
     from grader.report import register_notebook_display

@@ -6,7 +6,9 @@
 // K-contiguous, as nn.Linear's X and W), C is M x N. Sizes as in sgemm, from 1 to 8192, odd ones
 // included: when K is not a multiple of 8, rows are not 16-byte aligned, and a 16-byte copy
 // there faults. Tolerance: 5e-3 of sum_k |A[m][k]| |B[n][k]| (bf16 keeps 8 significant bits);
-// accumulate in fp32, round once when you store C.
+// accumulate in fp32, round once when you store C. Keep the data bf16 all the way: some cases hold
+// values of about 1e6 and 1e-7, which bf16 holds and fp16 does not (past 65504 it overflows, and
+// at 1e-7 it keeps a bit or two), so the f16 forms of mma and wgmma are no way around bf16.
 //
 // What is measured: FLOP/s (2 M N K) at the four sizes of sgemm, against the bf16 tensor-core
 // peak, against baselines/gemm_bf16.cu (no tensor cores) and against cuBLAS (torch.mm in bf16).

@@ -32,8 +32,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from model import (CLASSES, FEATURES, HIDDEN, Data, Params, Recipe, accuracy, accuracy_w8a8, batch_order,
-                   export_onnx, initial_params, load_data, run_onnx, train_twin)
+from model import (CLASSES, CPU_THREADS, FEATURES, HIDDEN, Data, Params, Recipe, accuracy, accuracy_w8a8,
+                   batch_order, export_onnx, initial_params, load_data, run_onnx, train_twin)
 
 SERVING_OPS = ("quantize_int8", "gemm_w8a8")     # what logits_w8a8 calls
 GLUE = "glue: loss gradient"
@@ -202,8 +202,9 @@ def _twin(data: Data, recipe: Recipe, device: str) -> dict[str, Any]:
     moved = Data(on(data.x_train), on(data.y_train), on(data.x_test), on(data.y_test), data.mean, data.std)
     params = Params(*(on(t) for t in initial_params(recipe).tensors()))
     run = train_twin(moved, recipe, params)
+    where = "on the GPU" if device == "cuda" else f"on the CPU, {CPU_THREADS} thread{'s' * (CPU_THREADS > 1)}"
     return {"losses": run.losses, "epoch_seconds": run.epoch_seconds, "test_accuracy": run.test_accuracy,
-            "device": device}
+            "device": device, "about": f"torch.optim.AdamW, F.cross_entropy, {where}"}
 
 
 def _onnx_check(cpu: Params, data: Data, fp32_logits: torch.Tensor, folder: Path) -> dict[str, Any]:
@@ -251,6 +252,12 @@ def on_kernels(kernels: Kernels, data: Data, recipe: Recipe, out: Path) -> dict[
     return learner
 
 
+def describe(recipe: Recipe, data: Data) -> str:
+    """The data and the recipe in a line, for the report's header."""
+    return (f"{len(data.y_train)} training and {len(data.y_test)} test images of 8 x 8; AdamW (lr {recipe.lr:g}, "
+            f"weight decay {recipe.weight_decay:g}), batch {recipe.batch}, {recipe.epochs} epochs, seed {recipe.seed}")
+
+
 def run(job: dict[str, Any]) -> dict[str, Any]:
     recipe = Recipe()
     data = load_data(recipe)
@@ -259,6 +266,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     result: dict[str, Any] = {"recipe": {k: getattr(recipe, k) for k in recipe.__dataclass_fields__},
                               "data": {"train": len(data.y_train), "test": len(data.y_test)},
+                              "about": describe(recipe, data), "test_set": f"the {len(data.y_test)} test images",
                               "device": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
     progress(f"training the PyTorch twin ({recipe.epochs} epochs on the {'GPU' if device == 'cuda' else 'CPU'})")
     result["twin"] = _twin(data, recipe, device)
