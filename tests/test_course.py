@@ -171,9 +171,10 @@ def test_release_holds_no_solution_code(built):
     assert released, "nothing was released"
     blob = "\n".join(released.values())
     checked_any = False
+    # A line that some public file of the course holds too (a stub, any exercise's baseline) gives
+    # nothing away.
+    public = sorted(p for p in (ROOT / "exercises").rglob("*") if p.suffix in (".cu", ".cuh"))
     for solution in sorted(p for p in (ROOT / "solutions").rglob("*") if p.is_file() and p.suffix != ".py"):
-        exercise = ROOT / "exercises" / solution.parent.name
-        public = [exercise / solution.name, exercise / "baselines" / solution.name]
         for line in _secret_lines(solution, public):
             checked_any = True
             assert line not in blob, f"{solution.relative_to(ROOT)} leaked into the release: {line!r}"
