@@ -134,3 +134,21 @@ def test_without_cuda_ipc_the_checker_grades_in_process_and_says_so(monkeypatch:
     assert "runs inside the checker" in events[0].detail and "operation not supported" in events[0].detail
     learners.load("lib2.so", None)
     assert len(events) == 1                    # said once a grading
+
+
+def test_s2s_sandbox_0_keeps_the_learners_code_in_the_checker(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.protocol import Job
+    from grader.worker import loop
+    from grader.worker.foreign import Watch
+
+    def no_sandbox(*args: object, **kwargs: object) -> None:
+        raise AssertionError("no separate process was asked for")
+
+    monkeypatch.setenv("S2S_SANDBOX", "0")
+    monkeypatch.setattr(loop, "Sandbox", no_sandbox)
+    monkeypatch.setattr(loop, "Entry", lambda library, task: "in-process")
+    events: list = []
+    learners = loop.Learners(Job("grade", "/nowhere", [], 1, {}), Watch(reason="no GPU here"), events.append)
+    learners.prestart()
+    assert learners.load("lib.so", None) == "in-process"
+    assert [e.detail for e in events] == ["the learner's code runs inside the checker, because S2S_SANDBOX=0 asked for it"]

@@ -107,9 +107,17 @@ class Learners:
     def remote(self) -> bool:
         return self.job.mode == "grade" and not self.fallback
 
+    @property
+    def wanted(self) -> bool:
+        """A separate process for the learner's code: always when grading, unless S2S_SANDBOX=0
+        (for comparing the two designs' figures on one machine)."""
+        if self.job.mode == "grade" and not self.fallback and os.environ.get("S2S_SANDBOX", "1") == "0":
+            self.fallback = "the learner's code runs inside the checker, because S2S_SANDBOX=0 asked for it"
+            self.emit(Isolation(False, self.fallback))
+        return self.job.mode == "grade" and not self.fallback
+
     def load(self, library: str, task: specmod.Task) -> Any:
-        if self.job.mode == "grade" and not self.fallback and (
-                self.sandbox is None or not self.sandbox.alive or not self.sandbox.ready):
+        if self.wanted and (self.sandbox is None or not self.sandbox.alive or not self.sandbox.ready):
             self._start()
         if not self.remote:
             return Entry(library, task)
@@ -118,7 +126,7 @@ class Learners:
     def prestart(self) -> None:
         """Start the learner's process now; it creates its context while this one measures the copy
         bandwidth, and is waited for when the first task needs it."""
-        if self.job.mode == "grade" and self.sandbox is None:
+        if self.wanted and self.sandbox is None:
             try:
                 self.watch.before_other()
                 self.sandbox = Sandbox(self.job.device, self._arena(), wait=False)
