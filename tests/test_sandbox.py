@@ -152,3 +152,92 @@ def test_s2s_sandbox_0_keeps_the_learners_code_in_the_checker(monkeypatch: pytes
     learners.prestart()
     assert learners.load("lib.so", None) == "in-process"
     assert [e.detail for e in events] == ["the learner's code runs inside the checker, because S2S_SANDBOX=0 asked for it"]
+
+
+# --------------------------------------------------------------------------- the checker's side
+
+LEARNER_C = r"""
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+/* What a learner's library might do on a call, chosen by n. */
+void vector_add(const float* a, const float* b, float* c, int n) {
+    if (n == 13) abort();
+    if (n == 14) _exit(0);
+    if (n == 15) {                       /* answers in the grader's stead, with a time of its choosing */
+        const char* forged = "{\"event_s\": 1e-09, \"launch_error\": null}\n";
+        write(atoi(getenv("S2S_SANDBOX_REPLIES")), forged, strlen(forged));
+    }
+    if (n == 16) {
+        const char* garbage = "all tests passed\n";
+        write(atoi(getenv("S2S_SANDBOX_REPLIES")), garbage, strlen(garbage));
+    }
+}
+"""
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import shutil
+    from grader.worker import remote
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler on PATH to build a stand-in for a learner's library")
+    source = tmp_path / "learner.c"
+    source.write_text(LEARNER_C)
+    library = tmp_path / "learner.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    monkeypatch.setattr(remote, "SANDBOX_MODULE", "tests.fake_sandbox")
+    monkeypatch.setenv("PYTHONPATH", str(repo_root()))
+
+    class NoArena:
+        def ipc_handle(self) -> str:
+            return "00" * 64
+
+    box = remote.Sandbox(0, NoArena())
+    yield box, str(library)
+    box.close()
+
+
+def _task():
+    from grader.spec import find
+    return find("01").task("vector_add")
+
+
+def test_the_checker_calls_the_learners_function_in_its_own_process(sandbox) -> None:
+    box, library = sandbox
+    entry = box.load(library, _task())
+    entry([0, 0, 0, 1])
+    assert entry.launch_problem() is None
+    assert entry.timed([0, 0, 0, 1]) == pytest.approx(1e-3)
+    assert entry.timed(None) == pytest.approx(1e-3)          # an empty call, for the checker's clock
+    assert box.alive
+
+
+def test_a_missing_function_is_named(sandbox) -> None:
+    import dataclasses
+    box, library = sandbox
+    with pytest.raises(LookupError):
+        box.load(library, dataclasses.replace(_task(), symbol="vector_ad"))
+
+
+@pytest.mark.parametrize("n, says", [(13, "killed by SIGABRT"), (14, "exited with status 0")])
+def test_a_learner_process_that_dies_costs_its_task_a_crash(sandbox, n: int, says: str) -> None:
+    from grader.worker.remote import SandboxDied
+    box, library = sandbox
+    entry = box.load(library, _task())
+    with pytest.raises(SandboxDied, match=says):
+        entry([0, 0, 0, n])
+    assert not box.alive
+
+
+@pytest.mark.parametrize("n", [15, 16])
+def test_what_the_learners_process_writes_into_the_channel_ends_it_as_a_crash(sandbox, n: int) -> None:
+    """A reply the checker did not ask for, forged or garbled, is never taken for the answer to a
+    request. (One forged with the right number is still only the events' hint, which the checker's
+    own clock checks: grader.worker.timing.)"""
+    from grader.worker.remote import SandboxDied
+    box, library = sandbox
+    entry = box.load(library, _task())
+    with pytest.raises(SandboxDied, match="never asks for"):
+        entry.timed([0, 0, 0, n])

@@ -63,12 +63,14 @@ class Server:
     def __init__(self, driver: Driver, replies: Any):
         self.driver, self.replies = driver, replies
         self.learner: Learner | None = None
+        self.current = 0            # the id of the request being answered (0: none yet)
 
     def reply(self, **fields: Any) -> None:
-        self.replies.write(json.dumps(fields) + "\n")
+        self.replies.write(json.dumps({"id": self.current, **fields}) + "\n")
         self.replies.flush()
 
     def handle(self, request: dict[str, Any]) -> None:
+        self.current = request.get("id", 0)
         op = request.get("op")
         if op == "load":
             try:
@@ -114,19 +116,24 @@ def main() -> int:
         driver = Driver(device)
         driver.synchronize()
     except CudaError as exc:
-        replies.write(json.dumps({"error": f"CUDA could not start: {exc}"}) + "\n")
+        replies.write(json.dumps({"id": 0, "error": f"CUDA could not start: {exc}"}) + "\n")
         return 3
     try:
         # Mapped now: opening another process's CUDA IPC handle reads that process's files, which
         # the confinement below forbids.
         arena = driver.open_ipc(bytes.fromhex(os.environ["S2S_SANDBOX_ARENA"]))
     except (CudaError, KeyError, ValueError) as exc:
-        replies.write(json.dumps({"error": f"the grader's memory could not be mapped here: {exc}"}) + "\n")
+        replies.write(json.dumps({"id": 0, "error": f"the grader's memory could not be mapped here: {exc}"}) + "\n")
         return 3
     confinement = confine(scratch, [])
     server = Server(driver, replies)
     server.reply(ready=True, arena=arena, confinement=confinement.describe(), applied=confinement.applied)
-    for line in sys.stdin:
+    return serve(server, sys.stdin)
+
+
+def serve(server: Server, requests: Any) -> int:
+    """Answer requests, one JSON object a line, until they end or the CUDA context is lost."""
+    for line in requests:
         try:
             request = json.loads(line)
         except ValueError:

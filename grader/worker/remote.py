@@ -64,6 +64,7 @@ class Sandbox:
         self.arena_base: int | None = None      # the arena's address in the learner's process
         self.ready = False
         self._loaded = 0
+        self._sent = 0
         if wait:
             self.wait_ready()
 
@@ -87,7 +88,7 @@ class Sandbox:
     def pid(self) -> int:
         return self.proc.pid
 
-    def _receive(self) -> dict[str, Any]:
+    def _receive(self, expect: int = 0) -> dict[str, Any]:
         line = self.replies.readline()
         if not line:
             raise SandboxDied(crash_message(self._wait()))
@@ -95,7 +96,7 @@ class Sandbox:
             reply = json.loads(line)
         except ValueError:
             reply = None
-        if not isinstance(reply, dict):
+        if not isinstance(reply, dict) or reply.get("id") != expect:
             # The learner's code owns that process and wrote this; it earns nothing by it.
             raise SandboxDied("the learner's process answered something the grader never asks for "
                               "(its code wrote into the grader's channel)")
@@ -109,13 +110,16 @@ class Sandbox:
             return self.proc.wait()
 
     def request(self, **fields: Any) -> dict[str, Any]:
+        """One request and its reply, matched by a number: a stray line in the channel ends the
+        process as a crash rather than answer a later request."""
+        self._sent += 1
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write((json.dumps(fields) + "\n").encode())
+            self.proc.stdin.write((json.dumps({"id": self._sent, **fields}) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise SandboxDied(crash_message(self._wait())) from None
-        reply = self._receive()
+        reply = self._receive(self._sent)
         if "cuda_error" in reply:
             self.close()
             raise Sticky(cuda_message(str(reply.get("cuda_error")), str(reply.get("message", ""))))
