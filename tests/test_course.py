@@ -159,9 +159,9 @@ def _texts(folder: Path) -> dict[Path, str]:
 
 
 def _secret_lines(solution: Path, public: list[Path]) -> list[str]:
-    """Lines of a reference solution that no public file has: what would give it away. An #include
-    names a header every CUDA file may use, and gives nothing away."""
-    known = {line.strip() for p in public if p.is_file() for line in p.read_text(errors="replace").splitlines()}
+    """Lines of a reference solution that no public file holds, even as part of a line: what would
+    give it away. An #include names a header every CUDA file may use, and gives nothing away."""
+    known = "\n".join(p.read_text(errors="replace") for p in public if p.is_file())
     return [line.strip() for line in solution.read_text().splitlines()
             if len(line.strip()) >= 20 and line.strip() not in known and not line.strip().startswith("#include")]
 
