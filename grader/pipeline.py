@@ -12,17 +12,18 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from grader import device as devmod
 from grader import gpulock, state
 from grader.build import (DEFAULT_ARCH, Toolchain, ToolchainError, compile_cuda, exported_symbols,
                           foreign_symbols)
 from grader.inspect_source import check as inspect_source, check_build
-from grader.protocol import Ceilings, Event, Libraries, Problem, Progress, SizeTiming, TaskOutcome
-from grader.result import (CaseResult, Device, GradeResult, Measurement, Points, Roofline, TaskResult, Timing,
-                           geometric_mean)
+from grader.limits import Limits, limits_for
+from grader.protocol import Ceilings, Event, Libraries, Problem, Progress
+from grader.result import Device, GradeResult, Points, TaskResult
 from grader.spec import Exercise, SpecError, Task, find
+from grader.verdict import apply_run, describe_failure  # noqa: F401  (describe_failure: also imported from here)
 
 NO_GPU = "Correctness, timing and hardware counters need an NVIDIA GPU, and none was found on this machine"
 
@@ -154,14 +155,15 @@ def _run_and_profile(exercise: Exercise, ready: list[Task], by_name: dict[str, T
     result.device.copy_gbs = copy_gbs
     if outcome.fatal:
         result.notice = f"the GPU worker failed: {outcome.fatal}"
-    ceilings = _ceilings(result.device.name, copy_gbs, trusted=not (outcome.ceilings and outcome.ceilings.disturbed))
+    limits = limits_for(result.device.name, copy_gbs,
+                        trusted=not (outcome.ceilings and outcome.ceilings.disturbed))
     for t in ready:
         raw = outcome.results.get(t.name)
         if raw is None:
             by_name[t.name].status = "not run"
             by_name[t.name].summary = "not graded: " + (outcome.fatal or "the worker stopped before this task")
             continue
-        _apply_run(by_name[t.name], t, raw, ceilings)
+        apply_run(by_name[t.name], t, raw, limits)
     disturbed = [t.name for t in ready if by_name[t.name].error and by_name[t.name].error.kind == "disturbed"]
     if disturbed and not result.notice:
         result.notice = (f"another process used this GPU while {' and '.join(disturbed)} "
@@ -208,7 +210,7 @@ def _sanitize(exercise: Exercise, ready: list[Task], by_name: dict[str, TaskResu
             tr.sanitizer.extend(f.to_dict() for f in findings.get(t.name, []))
             raw = outcome.results.get(t.name)
             if raw is not None and tool == "memcheck":
-                _apply_run(tr, t, raw, {})
+                apply_run(tr, t, raw, Limits())
         if outcome.fatal:
             result.notice = f"the sanitizer run failed: {outcome.fatal}"
     for t in ready:
@@ -284,157 +286,3 @@ _LIBRARIES = (("cublasLt", "cuBLASLt"), ("cublas", "cuBLAS"), ("cudnn", "cuDNN")
 
 def _library_of(symbol: str) -> str:
     return next((name for prefix, name in _LIBRARIES if symbol.startswith(prefix)), "another library")
-
-
-def _ceilings(device_name: str, copy_gbs: float | None, trusted: bool = True) -> dict[str, Any]:
-    """Bandwidth and compute ceilings for the roofline: measured where we have them. A copy
-    bandwidth measured beside another process's work (not ``trusted``) sets no physical limit."""
-    out: dict[str, Any] = {"bandwidth_gbs": copy_gbs, "compute": {}, "source": "copy bandwidth measured now"}
-    try:
-        from hardware.specs import spec_for
-        spec = spec_for(device_name)
-    except Exception:  # the roofline is information; grading goes on without it
-        spec = None
-    measured = None
-    try:
-        from hardware.measure import cached
-        from grader.build import cache_dir
-        measured = cached(cache_dir() / "hardware", device_name)
-    except Exception:
-        measured = None
-    # What no kernel can beat: the spec sheet's peaks (with 5% slack for clocks above boost),
-    # or, for a GPU without a spec sheet, 1.3x the copy bandwidth measured now.
-    out["physical_gbs"] = (spec.memory_bandwidth_gbs * 1.05 if spec is not None
-                           else (copy_gbs or 0) * 1.3 if trusted else 0) or None
-    out["physical_tflops"] = {}
-    if spec is not None:
-        out["physical_tflops"] = {k: v * 1.05 for k, v in {
-            "fp32": spec.fp32_tflops, "bf16_tensor": spec.bf16_tensor_tflops, "fp16_tensor": spec.fp16_tensor_tflops,
-            "int8_tensor": spec.int8_tensor_tops, "fp8_tensor": spec.fp8_tensor_tflops}.items() if v}
-    if spec is not None:
-        out["compute"] = {"fp32": spec.fp32_tflops, "bf16_tensor": spec.bf16_tensor_tflops,
-                          "fp16_tensor": spec.fp16_tensor_tflops, "int8_tensor": spec.int8_tensor_tops,
-                          "fp8_tensor": spec.fp8_tensor_tflops}
-        out["source"] += f"; compute peaks from the {spec.name} spec sheet"
-        if not copy_gbs:
-            out["bandwidth_gbs"] = spec.memory_bandwidth_gbs
-    if measured is not None:
-        out["compute"]["fp32"] = measured.fp32_tflops
-        if measured.bf16_mma_tflops:
-            out["compute"]["bf16_tensor"] = measured.bf16_mma_tflops
-        out["source"] = "copy bandwidth measured now; compute peaks measured by `grade hardware`"
-    return out
-
-
-def _apply_run(tr: TaskResult, task: Task, raw: TaskOutcome, ceilings: dict[str, Any]) -> None:
-    tr.cases = list(raw.cases)
-    tr.correct = raw.correct
-    error = raw.error
-    if raw.timing:
-        tr.timing = _timing(task, raw.timing, ceilings)
-        if error is None:
-            error = next(filter(None, (_impossible(task, m, ceilings) for m in tr.timing.sizes)), None)
-            if error:
-                tr.correct = False
-    speed_ok = bool(tr.timing and tr.timing.passed and tr.correct)
-    tr.points = Points(task.points.correct if tr.correct else 0.0, task.points.speed if speed_ok else 0.0,
-                       task.points.correct, task.points.speed)
-    failing = next((c for c in tr.cases if not c.passed), None)
-    if error is not None and error.kind == "disturbed":     # not the learner's doing: no speed verdict
-        tr.timing, tr.error, tr.status = None, error, "not run"
-        tr.summary = f"correct ({tr.cases_passed}/{tr.cases_total}); not timed: {error.message}"
-        return
-    if error is None and failing is not None and failing.error:
-        error = Problem(failing.error.kind, f"failed for {failing.label}: {failing.error.message}")
-    if error:
-        tr.error = error
-        tr.status = "failed"
-        tr.summary = error.message
-    elif failing is not None:
-        tr.status = "failed"
-        tr.summary = f"wrong result for {failing.label}: " + describe_failure(failing)
-    elif not tr.correct:
-        tr.status, tr.summary = "failed", "not graded"
-    elif tr.timing is None:
-        tr.status, tr.summary = "passed", f"correct ({tr.cases_passed}/{tr.cases_total}); not timed"
-    elif speed_ok:
-        tr.status = "passed"
-        tr.summary = (f"correct ({tr.cases_passed}/{tr.cases_total}) and {tr.timing.speedup:.1f}x the baseline"
-                      f"{_over_sizes(tr.timing)} (needs {task.min_speedup:g}x)")
-    else:
-        tr.status = "failed"
-        tr.summary = (f"correct ({tr.cases_passed}/{tr.cases_total}), but only {tr.timing.speedup:.2f}x the "
-                      f"naive baseline{_over_sizes(tr.timing)} where {task.min_speedup:g}x is required")
-
-
-def _over_sizes(timing: Timing) -> str:
-    n = len(timing.sizes)
-    return f" (geometric mean over {n} sizes)" if n > 1 else ""
-
-
-def _timing(task: Task, sizes: list[SizeTiming], ceilings: dict[str, Any]) -> Timing:
-    measurements = []
-    for s in sizes:
-        m = Measurement(label=s.label, case=s.case, reps=s.reps, learner_s=s.learner_s, baseline_s=s.baseline_s,
-                        speedup=s.baseline_s / s.learner_s, learner_spread=s.learner_spread,
-                        baseline_spread=s.baseline_spread, flops=s.flops, bytes=s.bytes, vendor_s=s.vendor_s,
-                        vendor_ratio=s.vendor_s / s.learner_s if s.vendor_s else None,
-                        learner_wall_s=s.learner_wall_s, learner_events_s=s.learner_events_s, clock=s.clock)
-        m.roofline = _roofline(task, m, ceilings)
-        measurements.append(m)
-    ratios = [m.vendor_ratio for m in measurements]
-    return Timing(measurements, geometric_mean([m.speedup for m in measurements]), task.min_speedup,
-                  geometric_mean(ratios) if all(ratios) else None)
-
-
-def _impossible(task: Task, m: Measurement, ceilings: dict[str, Any]) -> Problem | None:
-    """A time below the physical floor means the timer did not see the work."""
-    gbs = m.bytes / m.learner_s / 1e9
-    tflops = m.flops / m.learner_s / 1e12
-    limit_gbs = ceilings.get("physical_gbs")
-    limit_tflops = ceilings.get("physical_tflops", {}).get(task.compute)
-    if limit_gbs and gbs > limit_gbs:
-        what = f"{gbs:.0f} GB/s of memory traffic where this GPU's memory moves at most {limit_gbs:.0f} GB/s"
-    elif limit_tflops and tflops > limit_tflops:
-        what = f"{tflops:.1f} TFLOP/s where this GPU peaks at {limit_tflops:.1f} TFLOP/s ({task.compute})"
-    else:
-        return None
-    at = f" at {m.label}" if len(task.benchmarks) > 1 else ""
-    return Problem("impossible time", (
-        f"measured {m.learner_s * 1e6:.1f} µs for this work{at}, which would mean {what}: faster than the "
-        "hardware allows, so part of the work happened outside the timed call (another stream, a host "
-        "thread, or results reused from an earlier call), or in lower precision than the task asks"))
-
-
-def describe_failure(case: CaseResult) -> str:
-    if case.error:
-        return case.error.message
-    m = case.mismatch
-    if m is None:
-        return "failed"
-    where = f"{m.output}[{']['.join(map(str, m.index))}]"
-    if m.reason == "not written":
-        return (f"{where} was never written (it still holds the poison value the grader puts in every output "
-                f"before the call); {m.bad} of {m.total} elements are wrong")
-    if m.reason == "not updated":
-        return (f"{where} = {m.got:.7g} is what it held before the call; expected {m.expected:.7g}: the state "
-                f"was not updated; {m.bad} of {m.total} elements are wrong")
-    if m.reason == "not finite":
-        return f"{where} = {m.got!r}, expected {m.expected:.7g}; {m.bad} of {m.total} elements are wrong"
-    return (f"{where} = {m.got:.7g}, expected {m.expected:.7g} (error {abs(m.got - m.expected):.3g}, "
-            f"tolerance {m.tolerance:.3g}); {m.bad} of {m.total} elements are wrong")
-
-
-def _roofline(task: Task, timing: Measurement, ceilings: dict[str, Any]) -> Roofline | None:
-    bw = ceilings.get("bandwidth_gbs")
-    if not bw:
-        return None
-    peak = ceilings.get("compute", {}).get(task.compute)
-    t_mem = timing.bytes / (bw * 1e9)
-    t_cmp = timing.flops / (peak * 1e12) if peak else 0.0
-    floor = max(t_mem, t_cmp)
-    return Roofline(bound="memory" if t_mem >= t_cmp else "compute",
-                    achieved_gbs=timing.bytes / timing.learner_s / 1e9,
-                    achieved_tflops=timing.flops / timing.learner_s / 1e12,
-                    floor_s=floor, percent=100.0 * floor / timing.learner_s,
-                    bandwidth_gbs=bw, compute_tflops=peak, source=ceilings.get("source", ""))

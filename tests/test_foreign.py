@@ -120,9 +120,9 @@ def test_a_copy_bandwidth_measured_beside_another_process_sets_no_limit(monkeypa
     watch = Scripted(*[["python (process 9)"]] * timing.DISTURBED_ATTEMPTS)
     assert timing.quiet_ceilings(watch, pause_s=0)["disturbed"] == "python (process 9)"
     assert "disturbed" not in timing.quiet_ceilings(Scripted(["python (process 9)"], []), pause_s=0)
-    from grader.pipeline import _ceilings
-    assert _ceilings("A GPU without a spec sheet", 1000.0)["physical_gbs"] == pytest.approx(1300.0)
-    assert _ceilings("A GPU without a spec sheet", 1000.0, trusted=False)["physical_gbs"] is None
+    from grader.limits import limits_for
+    assert limits_for("A GPU without a spec sheet", 1000.0).physical_gbs == pytest.approx(1300.0)
+    assert limits_for("A GPU without a spec sheet", 1000.0, trusted=False).physical_gbs is None
 
 
 def test_without_nvml_nothing_is_watched_and_nothing_breaks(monkeypatch):
