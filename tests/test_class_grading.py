@@ -35,7 +35,7 @@ from course_helpers import (
     submit,
 )
 
-from grader import class_grading
+from grader import class_dask, class_grading
 from grader.result import ExitCode
 
 GOOD = ("solution", "stub", "syntax")
@@ -280,12 +280,12 @@ def test_gpus_are_counted_without_cuda():
 
 
 def test_each_local_worker_sees_one_gpu_and_holds_one_gpu_resource():
-    client, cluster = class_grading._connect(2, None, ["GPU-a", "GPU-b"])
+    client, cluster = class_dask.connect(2, None, ["GPU-a", "GPU-b"])
     try:
         seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
         workers = client.scheduler_info()["workers"].values()
     finally:
-        class_grading._close(client, cluster)
+        class_dask.disconnect(client, cluster)
     assert sorted(seen.values()) == ["GPU-a", "GPU-b"]
     assert [(w["nthreads"], w["resources"]) for w in workers] == [(1, {"GPU": 1})] * 2
 
