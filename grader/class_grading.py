@@ -36,6 +36,11 @@ driver also asks the gradings under way to stop (a Dask Event they look at every
 waits for them briefly, so nothing keeps writing into the course after it has returned. One run per
 course and assignment at a time: the driver holds DIR/.autograde/ASSIGNMENT.lock.
 
+Without a GPU. Kernels cannot be graded where no GPU is visible (and no scheduler gives one), so
+a run there is refused, unless it is asked to grade the derivations only: then every kernel cell
+scores 0 for now, and DIR/.autograde/ASSIGNMENT/kernels-pending/STUDENT marks the submission, so
+the next run that grades kernels grades it again (a run for the derivations only counts it as done).
+
 Failures. A submission whose kernel dies, or whose grading runs past the per-student timeout (its
 nbgrader and every process under it are then stopped), is recorded as nbgrader records a failed
 grading: the submission in the gradebook without automatic points, no autograded folder. The run
@@ -66,12 +71,19 @@ from grader.class_student import (AutogradeRecord, CommentEntry, GradeEntry, Stu
                                   failure_reason, grade_student, gradebook, read_record)
 from grader.course import CourseError, submitted_students
 
-__all__ = ["AutogradeRecord", "ClassRun", "CommentEntry", "DEFAULT_TIMEOUT_S", "GradeEntry", "Plan", "StudentJob",
-           "StudentOutcome", "default_workers", "failure_reason", "grade_class", "grade_student",
+__all__ = ["AutogradeRecord", "ClassRun", "CommentEntry", "DEFAULT_TIMEOUT_S", "GradeEntry", "NO_GPU", "NoGpu", "Plan",
+           "StudentJob", "StudentOutcome", "default_workers", "failure_reason", "grade_class", "grade_student",
            "parse_nvidia_smi", "pinned_env", "plan", "read_record", "record", "visible_gpus"]
 
 DEFAULT_TIMEOUT_S = 3600.0          # a whole notebook; one grading cell alone may take 1800 s
+NO_GPU = ("No NVIDIA GPU is visible here, so no kernel can be graded: run this on a GPU machine, give "
+          "--scheduler for GPU workers elsewhere, or pass --derivations-only to grade the derivations now "
+          "and the kernels later.")
 WORK = ".autograde"                 # DIR/.autograde/<assignment>/: the run's seed and marks
+
+
+class NoGpu(CourseError):
+    """Kernels cannot be graded here: no GPU is visible and no scheduler offers one."""
 
 
 # ================================================================== the driver: plan, record
@@ -91,6 +103,7 @@ class ClassRun:
     workers: int = 1
     where: str = ""                 # where the gradings run, as a phrase: "in this process, one at a time"
     log: Path | None = None
+    derivations_only: bool = False  # no kernel was graded: they wait for a run on a GPU
 
     @property
     def failures(self) -> list[StudentOutcome]:
@@ -109,6 +122,11 @@ def _marks(root: Path, assignment: str) -> Path:
     return _work(root, assignment) / "unfinished"
 
 
+def _pending(root: Path, assignment: str) -> Path:
+    """Marks of the submissions graded for their derivations only: their kernels wait for a GPU."""
+    return _work(root, assignment) / "kernels-pending"
+
+
 def _timestamp(folder: Path) -> datetime | None:
     from nbgrader.utils import parse_utc
 
@@ -120,8 +138,10 @@ def _timestamp(folder: Path) -> datetime | None:
         return None
 
 
-def plan(root: Path, assignment: str, students: Sequence[str] | None = None, force: bool = False) -> Plan:
-    """Which submissions to grade, and which are already graded (nbgrader's rule, and no unfinished mark)."""
+def plan(root: Path, assignment: str, students: Sequence[str] | None = None, force: bool = False,
+         derivations_only: bool = False) -> Plan:
+    """Which submissions to grade, and which are already graded (nbgrader's rule, and no unfinished mark;
+    for a run that grades kernels, no mark that the kernels are still to grade)."""
     from nbgrader.api import MissingEntry
 
     root = Path(root).resolve()
@@ -141,13 +161,14 @@ def plan(root: Path, assignment: str, students: Sequence[str] | None = None, for
                               f"`nbgrader generate_assignment {assignment}` in {root} first") from None
         notebooks = [f"{nb.name}.ipynb" for nb in found.notebooks]
         in_gradebook = {s.student.id for s in found.submissions}
-    marks = _marks(root, assignment)
+    marks, pending = _marks(root, assignment), _pending(root, assignment)
     to_grade, skipped = [], []
     for student in handed_in:
         graded = root / "autograded" / student / assignment
         submitted = root / "submitted" / student / assignment
         newer = _timestamp(submitted), _timestamp(graded)
         done = (student in in_gradebook and not (marks / student).exists()
+                and (derivations_only or not (pending / student).exists())
                 and all((graded / nb).is_file() for nb in notebooks)
                 and not (None not in newer and newer[0] > newer[1]))
         (skipped if done else to_grade).append(student)
@@ -178,7 +199,7 @@ def _prepare(root: Path, assignment: str, students: Sequence[str]) -> Path:
     return seed
 
 
-def record(root: Path, assignment: str, outcome: StudentOutcome) -> None:
+def record(root: Path, assignment: str, outcome: StudentOutcome, derivations_only: bool = False) -> None:
     """Write one grading into the course's gradebook and folders; the driver is the only writer."""
     root = Path(root).resolve()
     student = outcome.student
@@ -206,6 +227,11 @@ def record(root: Path, assignment: str, outcome: StudentOutcome) -> None:
             gb.db.commit()
     if not outcome.graded:
         shutil.rmtree(root / "autograded" / student / assignment, ignore_errors=True)
+    elif derivations_only:
+        _pending(root, assignment).mkdir(parents=True, exist_ok=True)
+        (_pending(root, assignment) / student).touch()
+    else:
+        (_pending(root, assignment) / student).unlink(missing_ok=True)
     (_marks(root, assignment) / student).unlink(missing_ok=True)
 
 
@@ -213,6 +239,7 @@ def record(root: Path, assignment: str, outcome: StudentOutcome) -> None:
 
 def grade_class(root: Path, assignment: str, *, workers: int | None = None, scheduler: str | None = None,
                 force: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, students: Sequence[str] | None = None,
+                derivations_only: bool = False,
                 env: dict[str, str] | None = None, on_plan: Callable[[ClassRun], None] | None = None,
                 on_result: Callable[[StudentOutcome], None] | None = None,
                 say: Callable[[str], None] = lambda _: None) -> ClassRun:
@@ -220,6 +247,8 @@ def grade_class(root: Path, assignment: str, *, workers: int | None = None, sche
 
     ``workers``: gradings at a time on this host (default: one per GPU); ``scheduler``: the address of
     a running Dask scheduler instead. ``students``: only these. ``env``: set for every nbgrader run.
+    ``derivations_only``: grade where no GPU is visible; the kernels wait for a later run (refused
+    otherwise: see NO_GPU).
     ``on_plan`` hears the plan before the first grading, ``on_result`` each grading once recorded,
     ``say`` what the run is waiting for.
     Ctrl-C stops the run; what was recorded stays, and the result says ``interrupted``.
@@ -235,6 +264,8 @@ def grade_class(root: Path, assignment: str, *, workers: int | None = None, sche
     if timeout_s <= 0:
         raise CourseError(f"--timeout must be a positive number of seconds, not {timeout_s:g}")
     gpus = visible_gpus() if scheduler is None else []
+    if scheduler is None and not gpus and not derivations_only:
+        raise NoGpu(NO_GPU)
     count = workers if workers is not None else max(1, len(gpus))
     (root / WORK).mkdir(exist_ok=True)
     lock = filelock.FileLock(str(root / WORK / f"{assignment}.lock"))
@@ -247,8 +278,8 @@ def grade_class(root: Path, assignment: str, *, workers: int | None = None, sche
         where = (f"on the workers of the Dask scheduler at {scheduler}" if scheduler
                  else "in this process, one at a time" if count == 1
                  else f"on a local Dask cluster of {count} workers, one grading each at a time")
-        run = ClassRun(assignment, plan(root, assignment, students, force), workers=count, where=where,
-                       log=root / f"autograde-{assignment}.log")
+        run = ClassRun(assignment, plan(root, assignment, students, force, derivations_only), workers=count,
+                       where=where, log=root / f"autograde-{assignment}.log", derivations_only=derivations_only)
         if on_plan:
             on_plan(run)
         if run.plan.to_grade:
@@ -283,7 +314,7 @@ def _grade(root: Path, run: ClassRun, scheduler: str | None, gpus: Sequence[str]
             engine = on_dask(client, jobs, say) if client is not None else contextlib.nullcontext(inline(jobs))
             with engine as outcomes:
                 for outcome in outcomes:
-                    record(root, assignment, outcome)
+                    record(root, assignment, outcome, run.derivations_only)
                     run.outcomes[outcome.student] = outcome
                     log.write(f"---- {outcome.student}: {'graded' if outcome.graded else outcome.reason} "
                               f"({outcome.seconds:.1f} s{', ' + outcome.where if outcome.where else ''})\n"

@@ -10,6 +10,7 @@
     grade model --submission DIR           ... with the exercise folders in DIR
     grade list                             exercises, tasks and your last results
     grade hardware                         measure this GPU's real ceilings
+    grade course learner-copy DIR          the course as learners get it: no solution, no answer
     grade course build DIR                 an nbgrader course directory from exercises/ and solutions/
     grade course autograde DIR 01_foundations   autograde every submission of an assignment
 

@@ -12,7 +12,9 @@ Nothing here knows an exercise: the notebook's cell tags say what each cell is.
   ``### BEGIN SOLUTION`` region with the hidden answers to the names the stub defines, taken from
   ``solutions/<exercise>/answers.py``. ``ClearSolutions.code_stub`` is empty, so the release shows
   the stub and nothing else.
-* ``check:<prompt>``: a locked test cell worth the prompt's points; it asserts on the CheckResult.
+* ``check:<prompt>``: a locked test cell worth the prompt's points; it asserts on the CheckResult,
+  and a hidden test (``### BEGIN HIDDEN TESTS``, which the release does not show) asserts that the
+  verdict came from the instructor's own checkers, never from a learner's copy of the course.
 * ``grade``: replaced by a locked cell that grades every kernel once (``result = grade(...)``),
   followed by one locked test cell per task for its correctness points and one for its speed points.
 * anything else: locked, so autograding restores it.
@@ -33,7 +35,8 @@ from typing import Iterable, Sequence
 
 import nbformat
 
-from grader.spec import Exercise, discover, find, repo_root, solutions_dir
+from grader.derivations.core import GPU_VARIABLE, named_spec
+from grader.spec import Exercise, discover, find, learner_copy, repo_root, solutions_dir
 
 SCHEMA_VERSION = 3                  # nbgrader's cell metadata format
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -43,6 +46,12 @@ CELL_TIMEOUT_S = 1800
 # Never copied into autograded/ or feedback/: build products and editor state of a submission.
 IGNORED = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.so", "*.o", "*.a", "*.obj",
            "*.ptx", "*.cubin", "*.fatbin", "*.ncu-rep", "*.nsys-rep", "a.out", ".DS_Store"]
+# Never copied into autograded/ either: a package of these names in a submission would be imported
+# before the instructor's (a notebook's folder comes first on its path), and grade with its checkers.
+SHADOWING = ["grader", "hardware"]
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+FROM_THE_INSTRUCTOR = ("assert not verdict.self_check, \"checked by a learner's copy of the course, which cannot "
+                       "grade: autograde with the instructor's repository\"")
 
 
 class CourseError(Exception):
@@ -236,7 +245,8 @@ def _check_cell(source: str, prompt: str, where: str) -> str:
     call_source = ast.get_source_segment(source, call)
     body = (f"{before}\n" if before else "") + (
         f"verdict = checked{call_source[len('check'):]}\n"
-        'assert verdict.passed, "not yet right: the message above says what to look at"')
+        'assert verdict.passed, "not yet right: the message above says what to look at"\n'
+        f"{BEGIN_HIDDEN}\n{FROM_THE_INSTRUCTOR}\n{END_HIDDEN}")
     return f"from grader.notebook import checked\n\n{body}"
 
 
@@ -361,22 +371,27 @@ def build_assignment(exercise: Exercise, source_root: Path) -> Assignment:
                       points=sum(float(m["points"]) for m in graded), graded_cells=len(graded))
 
 
-def config_text(assignments: Sequence[Assignment], repo: Path) -> str:
+def config_text(assignments: Sequence[Assignment], repo: Path, gpu: str | None = None) -> str:
     keep = {a.name: list(a.stubs) for a in assignments}
+    gpu_lines = ("" if gpu is None else
+                 f"# The derivation prompts are checked with the figures of this GPU, as the learners' copies are.\n"
+                 f"os.environ.setdefault({GPU_VARIABLE!r}, {gpu!r})\n")
     return f'''{CONFIG_MARK} from exercises/ and solutions/; building again rewrites it.
 import os
 
 c = get_config()  # noqa: F821 (nbgrader provides it)
 
 # The notebooks' kernels grade with this checkout: its grader package, its exercises (specs,
-# baselines, references). Set S2S_ROOT before running nbgrader to use another one.
+# baselines, references) and its derivation checkers. Set S2S_ROOT before running nbgrader to use
+# another one (never a learner's copy: it holds no answers, and its checks cannot grade).
 REPO = os.environ.setdefault("S2S_ROOT", {str(repo)!r})
 if REPO not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)
-
+{gpu_lines}
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
-# Build products and editor state of a submission never reach autograded/ or feedback/.
-c.CourseDirectory.ignore = {IGNORED!r}
+# Build products and editor state of a submission never reach autograded/ or feedback/, nor a
+# package that would be imported in place of the grader.
+c.CourseDirectory.ignore = {IGNORED + SHADOWING!r}
 
 # The release shows exactly the learner's stub: the hidden answer region is removed, not replaced.
 c.ClearSolutions.code_stub = {{"python": ""}}
@@ -392,9 +407,21 @@ c.ExecutePreprocessor.timeout = {CELL_TIMEOUT_S}
 '''
 
 
-def build_course(root: Path, exercises: Sequence[str] = (), force: bool = False) -> Course:
-    """Write DIR/nbgrader_config.py and DIR/source/<exercise>/ for the exercises (all by default)."""
+def build_course(root: Path, exercises: Sequence[str] = (), force: bool = False, gpu: str | None = None) -> Course:
+    """Write DIR/nbgrader_config.py and DIR/source/<exercise>/ for the exercises (all by default).
+
+    ``gpu`` (a key of hardware/specs.toml or a name): the GPU whose figures autograde checks the
+    derivation prompts with; by default the grading machine's."""
     root = Path(root).resolve()
+    if learner_copy() is not None:
+        raise CourseError(f"{repo_root()} is a learner's copy of the course: it holds no solutions and no answers. "
+                          "Build the course from the instructor's repository")
+    gpu_key = None
+    if gpu is not None:
+        named = named_spec(gpu)
+        if named is None:
+            raise CourseError(f"no spec sheet matches the GPU {gpu!r} (hardware/specs.toml lists the GPUs it knows)")
+        gpu_key = named.key
     chosen = [find(e) for e in exercises] if exercises else discover()
     if not chosen:
         raise CourseError(f"no exercises found in {repo_root() / 'exercises'}")
@@ -406,7 +433,7 @@ def build_course(root: Path, exercises: Sequence[str] = (), force: bool = False)
     assignments = tuple(build_assignment(ex, root / "source") for ex in chosen)
     every = {a.name: a for a in _existing_assignments(root)}
     every.update({a.name: a for a in assignments})
-    config.write_text(config_text(sorted(every.values(), key=lambda a: a.name), repo_root()))
+    config.write_text(config_text(sorted(every.values(), key=lambda a: a.name), repo_root(), gpu_key))
     return Course(root=root, config=config, assignments=assignments)
 
 
@@ -440,6 +467,28 @@ class StudentScore:
     def group(self, prefix: str) -> tuple[float, float]:
         chosen = [c for c in self.cells if c.name.startswith(prefix)]
         return sum(c.score for c in chosen), sum(c.max_score for c in chosen)
+
+
+def course_repository(root: Path) -> Path:
+    """The checkout whose grader and checkers the course's notebooks run with: S2S_ROOT where it is
+    set, else the one its nbgrader_config.py names."""
+    import os
+    import re
+
+    if os.environ.get("S2S_ROOT"):
+        return Path(os.environ["S2S_ROOT"])
+    config = (Path(root) / "nbgrader_config.py").read_text()
+    found = re.search(r'os\.environ\.setdefault\("S2S_ROOT", (.+)\)', config)
+    return Path(ast.literal_eval(found.group(1))) if found else repo_root()
+
+
+def require_full_checkers(root: Path) -> None:
+    """Refuse to autograde with a learner's copy of the course: its checks compare digests and are no grade."""
+    repo = course_repository(root)
+    if learner_copy(repo) is not None or not (repo / "solutions").is_dir():
+        raise CourseError(f"the course grades with {repo}, a learner's copy of the course: its derivation checks "
+                          "hold no answers and cannot grade. Autograde with the instructor's repository "
+                          "(S2S_ROOT, or `grade course build` run from it)")
 
 
 def nbgrader_command(*args: str) -> list[str]:

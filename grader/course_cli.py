@@ -1,10 +1,14 @@
 """`grade course`: release and autograde the exercises with nbgrader.
 
+    grade course learner-copy DIR                the course as a learner gets it: no solution, no answer
+    grade course learner-copy DIR --gpu H100     ... its prompts set up for this GPU (default: this machine's)
     grade course build DIR                       nbgrader course folder from exercises/ and solutions/
     grade course build DIR --exercise 01         only this exercise (repeatable)
+    grade course build DIR --gpu H100            autograde checks the derivations with the H100's figures
     grade course autograde DIR ASSIGNMENT        autograde every submission, show a summary, export
     grade course autograde DIR A --workers 4     four gradings at a time (default: one per GPU)
     grade course autograde DIR A --scheduler tcp://HOST:8786     on a Dask cluster of several hosts
+    grade course autograde DIR A --derivations-only   without a GPU: the kernels wait for a run on one
     grade course example DIR                     one exercise released and handed in by three students
 
 Between the two, the stock nbgrader commands run in DIR: `nbgrader generate_assignment`,
@@ -37,11 +41,42 @@ def _load():
         raise typer.Exit(int(ExitCode.NOT_GRADED))
 
 
+@course_app.command("learner-copy", cls=Command)
+def learner_copy_cmd(
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="where to write the copy: a new or empty "
+                                                                  "folder, or an earlier copy (rewritten)")],
+    gpu: Annotated[str | None, typer.Option(metavar="GPU", help="the GPU whose figures the prompts ask for: a key of "
+                                                 "hardware/specs.toml or a name such as H100 [default: this "
+                                                 "machine's, else the H200]", show_default=False)] = None,
+) -> None:
+    """Write the course as a learner gets it: exercises, grader, hardware, tests, a README; no solution
+    and no answer (the derivation prompts check against salted digests)."""
+    _load()
+    from grader import learner_copy
+    from grader.course import CourseError
+    from grader.spec import SpecError
+
+    err, out = Console(stderr=True), Console()
+    try:
+        made = learner_copy.write_learner_copy(directory, gpu)
+    except (CourseError, SpecError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(int(ExitCode.USAGE))
+    out.print(f"A learner's copy of the course in {made.root}: {len(made.exercises)} exercises, {made.prompts} "
+              f"derivation prompts checked against digests made for the {made.gpu.name} ({made.why_gpu}), "
+              f"{len(made.tests)} test files; no solution, no answer.", soft_wrap=True)
+    out.print(f"Learners: cd {made.root} && ./setup.sh && source .venv/bin/activate, then jupyter lab "
+              "(its README.md says the rest).", soft_wrap=True)
+
+
 @course_app.command("build", cls=Command)
 def build_cmd(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="the course folder (created if missing)")],
     exercise: Annotated[list[str] | None, typer.Option("--exercise", "-e", metavar="EXERCISE",
                                                           help="only this exercise (repeatable); default: all")] = None,
+    gpu: Annotated[str | None, typer.Option(metavar="GPU", help="the GPU whose figures autograde checks the derivations with (set "
+                                                 "it to the GPU of the learners' copies) [default: the grading "
+                                                 "machine's]", show_default=False)] = None,
     force: Annotated[bool, typer.Option(help="replace an nbgrader_config.py not written by this command")] = False,
 ) -> None:
     """Write DIR/nbgrader_config.py and DIR/source/<exercise>/ for nbgrader."""
@@ -50,7 +85,7 @@ def build_cmd(
 
     err, out = Console(stderr=True), Console()
     try:
-        built = course.build_course(directory, tuple(exercise or ()), force=force)
+        built = course.build_course(directory, tuple(exercise or ()), force=force, gpu=gpu)
     except (course.CourseError, SpecError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(int(ExitCode.USAGE))
@@ -85,6 +120,9 @@ def autograde_cmd(
         help="seconds one student's grading may take before it is stopped and "
         "recorded with 0 points [default: 3600]")] = None,
     force: Annotated[bool, typer.Option(help="grade again submissions that were already autograded")] = False,
+    derivations_only: Annotated[bool, typer.Option(
+        "--derivations-only", help="grade without a GPU: the derivations count, every kernel scores 0 for now, and "
+        "the next run on a GPU grades these submissions again")] = False,
     export: Annotated[bool, typer.Option("--export/--no-export", help="write grades.csv afterwards")] = True,
 ) -> None:
     """Autograde every submission of ASSIGNMENT not graded yet, one nbgrader grading per student, then
@@ -108,6 +146,14 @@ def autograde_cmd(
     if not course.submitted_students(root, assignment):
         err.print(f"[red]error:[/red] no submissions in {root / 'submitted'}/<student>/{assignment}/")
         raise typer.Exit(int(ExitCode.USAGE))
+    try:
+        course.require_full_checkers(root)
+    except course.CourseError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+    if scheduler is None and not derivations_only and not class_grading.visible_gpus():
+        err.print(class_grading.NO_GPU, soft_wrap=True)
+        raise typer.Exit(int(ExitCode.NOT_GRADED))
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[failed]}"), TimeElapsedColumn(), console=err, transient=False) as bar:
@@ -132,6 +178,7 @@ def autograde_cmd(
         try:
             run = class_grading.grade_class(root, assignment, workers=workers, scheduler=scheduler, force=force,
                                             timeout_s=timeout or class_grading.DEFAULT_TIMEOUT_S,
+                                            derivations_only=derivations_only,
                                             on_plan=on_plan, on_result=on_result, say=bar.console.print)
         except course.CourseError as exc:
             bar.update(job, visible=False)
@@ -144,6 +191,10 @@ def autograde_cmd(
     results = course.scores(root, assignment)
     if results:
         out.print(summary_table(assignment, results))
+    if run.derivations_only and run.outcomes:
+        out.print(f"Kernels not graded: {_count(len(run.outcomes), 'submission')} graded for the derivations only "
+                  f"(every kernel 0 for now); `grade course autograde {directory} {assignment}` on a machine with a "
+                  "GPU grades them again.", soft_wrap=True)
     if run.failures:
         err.print(f"[red]Not graded[/red] ({len(run.failures)}; recorded with 0 points, the next run tries again):")
         for outcome in run.failures:

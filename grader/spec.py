@@ -44,6 +44,36 @@ def solutions_dir() -> Path:
     return repo_root() / "solutions"
 
 
+# A learner's copy of the course (`grade course learner-copy`) says so in this file at its root.
+LEARNER_COPY_FILE = "learner-copy.toml"
+
+
+@dataclass(frozen=True)
+class LearnerCopy:
+    """What a learner's copy of the course records about itself."""
+
+    root: Path
+    gpu: Any            # hardware.specs.GpuSpec: the GPU its answers' digests were made for
+
+
+def learner_copy(root: Path | None = None) -> LearnerCopy | None:
+    """The learner's copy at ``root`` (default: this checkout), or None for the full repository."""
+    root = repo_root() if root is None else Path(root)
+    marker = root / LEARNER_COPY_FILE
+    if not marker.is_file():
+        return None
+    from hardware.specs import load_specs
+
+    try:
+        key = tomllib.loads(marker.read_text(encoding="utf-8")).get("gpu")
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"{marker} is not valid TOML: {err}") from None
+    gpu = next((s for s in load_specs() if s.key == key), None)
+    if gpu is None:
+        raise SpecError(f"{marker} names the GPU {key!r}, which hardware/specs.toml does not list")
+    return LearnerCopy(root=root, gpu=gpu)
+
+
 def discover() -> list[Exercise]:
     """Every exercise folder (``exercises/NN_name/exercise.toml``), in order."""
     folders = sorted(p.parent for p in exercises_dir().glob("*/exercise.toml"))

@@ -1,12 +1,15 @@
 """What the nbgrader course tests share: a course folder built as an instructor builds it, students'
-hand-ins, and the environment of a machine without a GPU for every nbgrader step."""
+hand-ins (worked on in a learner's copy of the course where asked), and the environment of a machine
+without a GPU for every nbgrader step."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import nbformat
 
@@ -76,10 +79,44 @@ def submit(root: Path, student: str, *, answers: bool, files: dict[str, Path]) -
 WRONG_VECTOR_ADD = ROOT / "tests" / "submissions" / "ex01_wrong_vector_add.cu"
 
 
-def hand_in_a_class(pristine: Path, env: dict[str, str], kinds: tuple[str, ...], scratch: Path) -> None:
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    saved = os.environ.copy()
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def work_in_learner_copy(folder: Path, copy: Path, env: dict[str, str]) -> dict[str, bool]:
+    """What a learner of the class does before handing ``folder`` in: run its notebook, every cell in
+    order, in a Jupyter kernel whose grader is the learner's copy ``copy`` (the instructor published
+    it), and save it with its outputs. Returns whether each graded cell passed there."""
+    from nbclient import NotebookClient
+
+    path = folder / f"{ASSIGNMENT}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    learner = {**env, "S2S_ROOT": str(copy), "PYTHONPATH": str(copy)}
+    with _environment(learner):
+        NotebookClient(nb, timeout=1800, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": str(folder)}}).execute()
+    nbformat.write(nb, path)
+    return {grade_id(c): not any(o.output_type == "error" for o in c.outputs)
+            for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+
+
+def hand_in_a_class(pristine: Path, env: dict[str, str], kinds: tuple[str, ...], scratch: Path,
+                    learner_copy: Path | None = None) -> dict[str, dict[str, bool]]:
     """A released exercise-01 course with one submission per entry of ``kinds``: "solution" (the
     hidden solutions), "stub" (untouched), "wrong" (vector_add never writes its last element),
-    "slow" (the naive baselines) or "syntax" (a solution with a missing semicolon)."""
+    "slow" (the naive baselines) or "syntax" (a solution with a missing semicolon).
+
+    With ``learner_copy``, each kind of submission is first worked on as a learner does, in that
+    learner's copy of the course (see work_in_learner_copy), once per kind: the result says, per
+    kind, which graded cells passed there."""
     build_and_release(pristine, env, ["01"])
     solutions = {t.source: SOLUTIONS / t.source for t in EX01.tasks}
     broken = scratch / "vector_add.cu"
@@ -88,6 +125,15 @@ def hand_in_a_class(pristine: Path, env: dict[str, str], kinds: tuple[str, ...],
     files = {"solution": solutions, "stub": {}, "wrong": {**solutions, "vector_add.cu": WRONG_VECTOR_ADD},
              "slow": {t.source: baselines / t.source for t in EX01.tasks},
              "syntax": {**solutions, "vector_add.cu": broken}}
+    seen: dict[str, dict[str, bool]] = {}
+    worked: dict[str, Path] = {}
     for i, kind in enumerate(kinds, 1):
         target = submit(pristine, f"s{i:02d}_{kind}", answers=kind != "stub", files=files[kind])
+        if learner_copy is not None:
+            if kind in worked:
+                shutil.copyfile(worked[kind] / f"{ASSIGNMENT}.ipynb", target / f"{ASSIGNMENT}.ipynb")
+            else:
+                seen[kind] = work_in_learner_copy(target, learner_copy, env)
+                worked[kind] = target
         (target / "timestamp.txt").write_text(f"2026-03-{(i - 1) % 28 + 1:02d} 10:00:00.000000 UTC")
+    return seen

@@ -13,13 +13,17 @@ from typing import Any
 import pytest
 
 from grader.derivations import core
+from hardware.specs import GpuSpec, default_spec
 
 
-def load_answers(path: Path) -> ModuleType:
-    """An exercise's hidden answers.py, imported from solutions/ without touching sys.path."""
+def load_answers(path: Path, gpu: GpuSpec | None = None) -> ModuleType:
+    """An exercise's hidden answers.py, imported from solutions/ without touching sys.path. Its
+    hardware answers are for ``gpu``, by default the course's default GPU: the one every test sees
+    (see no_gpu), whatever this machine has."""
     module_spec = importlib.util.spec_from_file_location(f"answers_{path.parent.name}", path)
     module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    with core.using_gpu(gpu or default_spec(), "the GPU the test names"):
+        module_spec.loader.exec_module(module)
     return module
 
 

@@ -1,7 +1,8 @@
 """A class graded one submission at a time, over Dask workers, with nbgrader's gradebook as the one record.
 
-One course of exercise 01 on a machine without a GPU, so the kernels get compile-only grades and the
-derivation prompts score as answered. Five students hand in, each with a submission time: the
+One course of exercise 01 on a machine without a GPU, graded for its derivations only
+(``--derivations-only``), so the kernels get compile-only grades and the derivation prompts score as
+answered. Five students hand in, each with a submission time: the
 hidden solution, the untouched stubs, the solution with a syntax error in its .cu, and a notebook
 whose kernel dies (``os._exit(1)`` in an answer cell). Stock ``nbgrader autograde`` grades them in one
 sequential run: the reference. Each test grades a fresh copy of the same course another way and
@@ -173,7 +174,8 @@ def test_two_dask_workers_grade_like_one_sequential_nbgrader_run(pristine, refer
     _hand_in(root, "hang", 5, answers=True, files={t.source: SOLUTIONS / t.source for t in EX01.tasks},
              first_cell="import time\ntime.sleep(100000)")
     env = course_env(cache)
-    done = subprocess.run(course_cli("autograde", str(root), ASSIGNMENT, "--workers", "2", "--timeout", "45"),
+    done = subprocess.run(course_cli("autograde", str(root), ASSIGNMENT, "--workers", "2", "--timeout", "45",
+                                     "--derivations-only"),
                           cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False)
     said = done.stdout + done.stderr
     assert done.returncode == ExitCode.FAILED, said
@@ -195,8 +197,12 @@ def test_two_dask_workers_grade_like_one_sequential_nbgrader_run(pristine, refer
     assert b"01_foundations,,2026-03-05 10:00:00,hang,,,,0.0,0.0,0.0,19.0\n" in csv
     _same_autograded_folders(root, reference.root)
     assert not (root / "autograded" / "hang" / ASSIGNMENT).exists()
-    # Nothing of the run is left: no seed, no mark, no process (the hung kernel was stopped with its nbgrader).
-    assert sorted(p.name for p in (root / ".autograde").iterdir()) == [f"{ASSIGNMENT}.lock"]
+    # Nothing of the run is left but the marks of the kernels still to grade: no seed, no mark of an
+    # unfinished grading, no process (the hung kernel was stopped with its nbgrader).
+    assert sorted(p.name for p in (root / ".autograde").iterdir()) == [ASSIGNMENT, f"{ASSIGNMENT}.lock"]
+    assert sorted(p.relative_to(root / ".autograde" / ASSIGNMENT).as_posix()
+                  for p in (root / ".autograde" / ASSIGNMENT).rglob("*")) == [
+        "kernels-pending", *(f"kernels-pending/{s}" for s in sorted(GOOD))]
     assert not _processes_in(root)
 
 
@@ -242,7 +248,9 @@ def test_an_interrupted_run_resumes_without_regrading(pristine, reference, cache
     assert sorted(p.name for p in marks.iterdir()) == sorted(set(STUDENTS) - set(recorded))
     when = {s: (root / "autograded" / s / ASSIGNMENT / NOTEBOOK).stat().st_mtime_ns for s in done_first}
 
-    second = class_grading.grade_class(root, ASSIGNMENT, workers=1, env=env)
+    with pytest.raises(class_grading.NoGpu, match="No NVIDIA GPU is visible here"):
+        class_grading.grade_class(root, ASSIGNMENT, workers=1, env=env)
+    second = class_grading.grade_class(root, ASSIGNMENT, workers=1, env=env, derivations_only=True)
     assert not second.interrupted
     assert list(second.plan.skipped) == done_first
     assert sorted(second.outcomes) == sorted(set(STUDENTS) - set(done_first)), "graded again, or left out"
@@ -251,7 +259,7 @@ def test_an_interrupted_run_resumes_without_regrading(pristine, reference, cache
     assert _export(root, cache) == reference.grades_csv
     _same_autograded_folders(root, reference.root)
 
-    third = class_grading.grade_class(root, ASSIGNMENT, workers=1, env=env)
+    third = class_grading.grade_class(root, ASSIGNMENT, workers=1, env=env, derivations_only=True)
     assert third.plan.to_grade == (CRASH,) and [o.student for o in third.failures] == [CRASH]
     assert gradebook_state(root) == reference.gradebook
 

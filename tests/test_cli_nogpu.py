@@ -224,7 +224,8 @@ def test_help(cache):
 
 
 @pytest.mark.parametrize("command", [(), ("exercise",), ("model",), ("list",), ("hardware",), ("course",),
-                                     ("course", "build"), ("course", "autograde"), ("course", "example")])
+                                     ("course", "build"), ("course", "autograde"), ("course", "example"),
+                                     ("course", "learner-copy")])
 def test_usage_names_every_argument_and_value_plainly(cache, command):
     r = run(*command, "--help", cache=cache)
     assert r.code == 0, r.stderr
@@ -234,7 +235,8 @@ def test_usage_names_every_argument_and_value_plainly(cache, command):
         options = r.stdout[r.stdout.find("Options:"):]
         assert leftover not in options, options
     wanted = {("exercise",): "Usage: grade exercise [OPTIONS] EXERCISE", ("course", "build"): "[OPTIONS] DIR",
-              ("course", "autograde"): "[OPTIONS] DIR ASSIGNMENT"}.get(command)
+              ("course", "autograde"): "[OPTIONS] DIR ASSIGNMENT",
+              ("course", "learner-copy"): "[OPTIONS] DIR"}.get(command)
     assert wanted is None or usage.endswith(wanted), usage
 
 

@@ -1,10 +1,11 @@
 """The instructor's path through stock nbgrader, end to end, on a machine without a GPU.
 
 `grade course build` writes the course; stock nbgrader releases it; three students hand in (the
-hidden solution, the untouched stubs, a subtly wrong kernel); `grade course autograde` grades them
-all in one nbgrader run; nbgrader writes the feedback and exports the grades. Every nbgrader step
-runs as a child process with CUDA_VISIBLE_DEVICES="", so the kernels score zero for the stated
-no-GPU reason everywhere and the derivation prompts score as answered.
+hidden solution, the untouched stubs, a subtly wrong kernel); `grade course autograde
+--derivations-only` grades them all in one nbgrader run; nbgrader writes the feedback and exports
+the grades. Every nbgrader step runs as a child process with CUDA_VISIBLE_DEVICES="", so the
+kernels score zero for the stated no-GPU reason everywhere (and wait for a run on a GPU), and the
+derivation prompts score as answered, by the instructor's own checkers.
 
 Each known way nbgrader goes wrong with this kind of exercise has its test here: solutions copied
 into the release, stubs put back over the students' .cu files, points decided by printed text or
@@ -19,6 +20,7 @@ import io
 import os
 import re
 import shutil
+import subprocess
 import sys
 import warnings
 from dataclasses import dataclass
@@ -33,11 +35,11 @@ from course_helpers import (ASSIGNMENT, EX01, NO_GPU, ROOT, SOLUTIONS, WRONG_VEC
                             grade_id, run_ok, submit)
 from lab_server import jupyter_lab  # noqa: E402
 
-from grader import course, spec  # noqa: E402
+from grader import class_grading, course, spec  # noqa: E402
 from grader.course import CourseError, defined_names, function_bodies, hidden_answers  # noqa: E402
 from grader.notebook import (checked, correctness_problem, quiet, require_correct, require_speed,  # noqa: E402
                              speed_problem)
-from grader.result import GradeResult, Points, TaskResult  # noqa: E402
+from grader.result import ExitCode, GradeResult, Points, TaskResult  # noqa: E402
 
 STUDENTS = ("solution", "stub", "wrong")
 DERIVATION_POINTS = 10.0           # the four prompts of exercise 01: 2 + 3 + 2 + 3
@@ -73,7 +75,7 @@ def built(tmp_path_factory) -> Course:
     submit(root, "solution", answers=True, files=solutions)
     submit(root, "stub", answers=False, files={})
     submit(root, "wrong", answers=True, files={**solutions, "vector_add.cu": WRONG_VECTOR_ADD})
-    graded = run_ok(cli + ["autograde", str(root), ASSIGNMENT], root, env, timeout=600)
+    graded = run_ok(cli + ["autograde", str(root), ASSIGNMENT, "--derivations-only"], root, env, timeout=600)
     run_ok([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT], root, env)
     return Course(root, cache, graded.stdout)
 
@@ -320,13 +322,21 @@ def test_the_graded_cells_assert_on_the_sentence_themselves():
 
 # ================================================================== trap 4: nothing hidden reaches feedback
 
+HIDDEN = re.compile(re.escape(course.BEGIN_HIDDEN) + r"\n(.*?)\n" + re.escape(course.END_HIDDEN) + r"\n?", re.S)
+
+
 def test_feedback_reveals_nothing_the_release_did_not_show(built):
+    """Locked cells are graded as the release shows them; what the release hides of a check cell is
+    the assertion that its verdict came from the instructor's checkers, nothing else."""
     released = {grade_id(c): c.source for c in built.notebook("release").cells}
     for student in STUDENTS:
         for cell in built.notebook("autograded", student).cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("locked"):
-                assert cell.source == released[grade_id(cell)], (student, grade_id(cell))
+                hidden = HIDDEN.findall(cell.source)
+                assert hidden == ([course.FROM_THE_INSTRUCTOR] if grade_id(cell).startswith("check_") else [])
+                assert HIDDEN.sub("", cell.source).rstrip() == released[grade_id(cell)].rstrip(), \
+                    (student, grade_id(cell))
     # The cases, tolerances and references stay with the grader, not in the students' folders.
     assert not [p for p in (built.root / "release").rglob("*") if p.name in ("exercise.toml", "reference.py")]
     sources = [c.source for c in built.notebook("release").cells if c.cell_type == "code"]
@@ -348,6 +358,54 @@ def test_feedback_explains_without_a_traceback_into_the_grader(built):
     text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
     assert "AssertionError" in text and "vector_add was not run" in text
     assert "notebook.py" not in text and str(ROOT) not in text
+
+
+# ================================================================== trap 6: graded by the instructor's checkers
+
+def test_check_cells_pass_only_with_the_instructors_checkers(built):
+    """The hidden test ran at autograde: a solution's check cells show no error, and no verdict of
+    theirs came from a learner's copy of the course."""
+    for cell in built.notebook("autograded", "solution").cells:
+        if grade_id(cell).startswith("check_"):
+            assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
+            assert course.FROM_THE_INSTRUCTOR in cell.source
+
+
+def _autograde(built: Course, *args: str, **env: str) -> tuple[int, str, str]:
+    done = subprocess.run([sys.executable, "-m", "grader.course_cli", "autograde", str(built.root), ASSIGNMENT, *args],
+                          cwd=built.root, env={**course_env(built.cache), **env}, capture_output=True, text=True,
+                          timeout=300, check=False)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_autograde_refuses_to_grade_kernels_without_a_gpu(built):
+    status, out, err = _autograde(built, "--force")
+    assert status == ExitCode.NOT_GRADED, out + err
+    assert " ".join(err.split()) == class_grading.NO_GPU and not out
+    assert "--derivations-only" in class_grading.NO_GPU
+
+
+def test_derivations_only_leaves_the_kernels_to_the_next_run_on_a_gpu(built):
+    """The class was graded for its derivations only: a run that grades kernels grades every student
+    again; another run for the derivations only keeps them."""
+    pending = built.root / ".autograde" / ASSIGNMENT / "kernels-pending"
+    assert sorted(p.name for p in pending.iterdir()) == sorted(STUDENTS)
+    assert "Kernels not graded: 3 submissions were graded for the derivations only" in " ".join(
+        built.autograde_output.split())
+    assert class_grading.plan(built.root, ASSIGNMENT).to_grade == tuple(sorted(STUDENTS))
+    again = class_grading.plan(built.root, ASSIGNMENT, derivations_only=True)
+    assert again.to_grade == () and again.skipped == tuple(sorted(STUDENTS))
+
+
+def test_autograde_refuses_to_grade_with_a_learners_copy(built, tmp_path):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "learner-copy.toml").write_text('gpu = "h100-sxm"\n')
+    status, out, err = _autograde(built, "--derivations-only", "--force", S2S_ROOT=str(copy))
+    said = " ".join((out + err).split())
+    assert status == ExitCode.USAGE, said
+    assert f"the course grades with {copy}, a learner's copy of the course" in said
+    assert "Autograde with the instructor's repository" in said
 
 
 # ================================================================== trap 5: no build products

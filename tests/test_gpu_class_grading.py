@@ -1,10 +1,16 @@
-"""On the GPU: a class of twelve submissions of exercise 01 autograded through the Dask path gets
-exactly the grades of one sequential, stock `nbgrader autograde` on the same GPU.
+"""On the GPU: a class of twelve submissions of exercise 01, worked on in a learner's copy of the
+course as learners get it, autograded through the Dask path, gets exactly the grades of one
+sequential, stock `nbgrader autograde` on the same GPU, and what each learner saw in their copy
+agrees with their grade.
 
-The mix: hidden solutions, untouched stubs, a subtly wrong kernel (the last element never
-written), the naive baselines (correct but slow) and a .cu that does not compile. The two runs
-grade copies of one course; the gradebook and grades.csv must be identical, and the wall times
-are printed.
+The instructor builds and releases the course from the full repository and publishes a learner's
+copy (`grade course learner-copy`, for this GPU). Each learner runs the released notebook in a
+kernel whose grader is that copy: the derivation checks compare digests, the grading cell grades
+the kernels on this GPU. The mix: hidden solutions, untouched stubs, a subtly wrong kernel (the
+last element never written), the naive baselines (correct but slow) and a .cu that does not
+compile. Then the instructor autogrades with the full repository: the two runs grade copies of
+one course; the gradebook and grades.csv must be identical, every derivation and kernel cell must
+score where the learner's copy said it passed (and only there), and the wall times are printed.
 
     pytest -m gpu -s tests/test_gpu_class_grading.py
 """
@@ -21,9 +27,12 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("nbgrader", reason="nbgrader is not installed: pip install -e '.[course]'")
 pytest.importorskip("distributed", reason="Dask distributed is not installed: pip install -e '.[course]'")
+pytest.importorskip("nbclient", reason="nbclient runs the learners' notebooks: pip install -e '.[course]'")
 
-from course_helpers import ASSIGNMENT, course_cli, course_env, hand_in_a_class
+from course_helpers import ASSIGNMENT, ROOT, course_cli, course_env, hand_in_a_class, run_ok
 from test_class_grading import gradebook_state
+
+from grader import course, spec
 
 KINDS = ("solution", "solution", "solution", "solution", "stub", "stub", "wrong", "wrong", "slow", "slow",
          "syntax", "syntax")
@@ -38,8 +47,12 @@ def _env(cache: Path) -> dict[str, str]:
 def test_a_class_through_dask_gets_the_grades_of_a_sequential_run(tmp_path):
     cache = tmp_path / "cache"
     env = _env(cache)
+    copy = tmp_path / "learner-copy"
+    made = run_ok(course_cli("learner-copy", str(copy)), ROOT, env, timeout=600)
+    print(f"\n{' '.join(made.stdout.split())}")
+    assert spec.learner_copy(copy) is not None and not (copy / "solutions").exists()
     pristine = tmp_path / "pristine" / "course"
-    hand_in_a_class(pristine, env, KINDS, tmp_path)
+    seen = hand_in_a_class(pristine, env, KINDS, tmp_path, learner_copy=copy)
 
     sequential, dask = tmp_path / "sequential", tmp_path / "dask"
     shutil.copytree(pristine, sequential, symlinks=True)
@@ -58,7 +71,7 @@ def test_a_class_through_dask_gets_the_grades_of_a_sequential_run(tmp_path):
     assert "Traceback" not in said, said[-4000:]
 
     ours, theirs = gradebook_state(dask), gradebook_state(sequential)
-    print(f"\n{'student':<14} {'sequential':>10} {'Dask':>6}")
+    print(f"{'student':<14} {'sequential':>10} {'Dask':>6}")
     for student in sorted(theirs[1]):
         print(f"{student:<14} {theirs[1][student][1]:10.1f} {ours[1].get(student, (0, float('nan')))[1]:6.1f}")
     print(f"class of {len(KINDS)}: sequential nbgrader {seq_s:.0f} s, through Dask (1 worker, this GPU) {dask_s:.0f} s")
@@ -75,3 +88,14 @@ def test_a_class_through_dask_gets_the_grades_of_a_sequential_run(tmp_path):
             assert score == best, f"a hidden solution lost points: {student} {score} < {best}"
         else:
             assert score < best, f"{student} scored like the solutions ({score})"
+
+    # What each learner saw in the learner's copy is what the instructor's autograding gave.
+    print(f"{'kind':<10} {'cells that passed in the learner copy':<40} autograde")
+    for result in course.scores(dask, ASSIGNMENT):
+        kind = result.student.split("_", 1)[1]
+        graded = {c.name: c.score == c.max_score for c in result.cells}
+        print(f"{kind:<10} {sum(seen[kind].values()):>3} of {len(seen[kind]):<34} {sum(graded.values())}")
+        assert graded == seen[kind], (result.student, {c: (seen[kind][c], graded[c]) for c in graded
+                                                       if graded[c] != seen[kind][c]})
+    assert all(seen["solution"].values()), seen["solution"]
+    assert not any(v for c, v in seen["stub"].items() if c.startswith("check_")), seen["stub"]

@@ -19,7 +19,9 @@ def _commands(block: str) -> list[str]:
 
 
 def test_ci_runs_the_readmes_set_up_and_test_commands():
-    setup, run = _blocks("Set up")[:2]
+    blocks = _blocks("Set up")
+    setup = next(b for b in blocks if _commands(b)[0].startswith("git clone "))
+    run = next(b for b in blocks if "python -m pytest -q" in _commands(b))
     clone, install = _commands(setup)
     assert clone.startswith("git clone ") and install == "./setup.sh && source .venv/bin/activate"
     assert _commands(run) == ["grade exercise 01", "python -m pytest -q"]

@@ -8,13 +8,14 @@
 // random inputs each time, for n from 1 up to 2^26 (and odd sizes in between).
 //
 // What is measured: time at n = 2^26, against the naive kernel in
-// baselines/vector_add.cu, and against the memory roofline. This kernel does one
-// add per 12 bytes moved, so it can only ever be as fast as memory lets it be:
-// your goal is to move those bytes at close to the device's copy bandwidth.
+// baselines/vector_add.cu, and against the memory roofline. This kernel does
+// almost no arithmetic for the bytes it moves (section 4 of the notebook counts
+// both), so it can only ever be as fast as memory lets it be: your goal is to
+// move those bytes at close to the device's copy bandwidth.
 //
 // Hints
-//  1. Coalescing: the 32 threads of a warp should touch 32 consecutive floats in
-//     one instruction. Thread i handles element i (plus a multiple of the total
+//  1. Coalescing: the threads of a warp should touch consecutive floats in one
+//     instruction. Thread i handles element i (plus a multiple of the total
 //     thread count in a grid-stride loop), never a private contiguous chunk.
 //  2. Wider accesses: a float4 load moves 16 bytes per thread per instruction.
 //     cudaMalloc returns 256-byte aligned pointers, but n need not be a multiple

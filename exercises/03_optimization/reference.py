@@ -1,4 +1,5 @@
-"""Float64 references for exercise 03: the optimizer steps exactly as PyTorch defines them.
+"""Float64 references for exercise 03: the optimizer steps exactly as PyTorch defines them (AdamW is
+torch.optim.AdamW itself, run in float64).
 
 The grader calls each function with every argument but the outputs, in the order of the C
 signature: tensors as float64 copies of their values before the call (a list of tensors as a
@@ -21,13 +22,19 @@ def sgd_momentum(p, g, buf, n, lr, momentum, weight_decay):
 
 
 def _adamw(p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
-    """torch.optim.AdamW, one step: decoupled weight decay, then Adam with bias correction."""
-    p = p * (1 - lr * weight_decay)
-    m = beta1 * m + (1 - beta1) * g
-    v = beta2 * v + (1 - beta2) * g * g
-    m_hat = m / (1 - beta1 ** step)
-    v_hat = v / (1 - beta2 ** step)
-    return p - lr * m_hat / (torch.sqrt(v_hat) + eps), m, v
+    """torch.optim.AdamW, one step from the state (m, v) at the given step, in the inputs' dtype:
+    decoupled weight decay, then Adam with its bias corrections (sections 1 and 2 of the notebook
+    derive them)."""
+    with torch.enable_grad():       # the grader calls references under torch.no_grad()
+        param = p.detach().clone().requires_grad_(True)
+        optimizer = torch.optim.AdamW([param], lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=weight_decay,
+                                      foreach=False)
+        param.grad = g.detach().clone()
+        optimizer.state[param] = {"step": torch.tensor(float(step - 1)), "exp_avg": m.detach().clone(),
+                                  "exp_avg_sq": v.detach().clone()}
+        optimizer.step()
+    state = optimizer.state[param]
+    return param.detach(), state["exp_avg"], state["exp_avg_sq"]
 
 
 def adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, step):

@@ -11,8 +11,8 @@
 // p and buf, with fresh gradients g, and checks both after every call); g is read-only. n can be
 // any size from 1 to 2^26 and is a 64-bit integer: index with int64_t.
 //
-// The step is pure memory traffic: 6 FLOPs against 20 bytes per parameter (read p, g and buf,
-// write p and buf). The speed bar is a fraction of the naive version's time, which makes three
+// The step is pure memory traffic: a few FLOPs against the bytes of reading p, g and buf and
+// writing p and buf (section 5 of the notebook counts them). The speed bar is a fraction of the naive version's time, which makes three
 // passes through memory; the target is the copy bandwidth of the GPU. In order of payoff:
 //   1. One kernel, one pass: each thread reads p, g and buf once and writes p and buf once.
 //   2. 16-byte accesses (float4) with a scalar tail for the last n % 4 elements.

@@ -20,10 +20,9 @@
 //     (say 64 at a time), copying each tile of k and v into shared memory once for all of
 //     its queries. The seq x seq score matrix never has to exist.
 //  2. Online softmax per query row: keep the running max m, the running sum l and an
-//     unnormalised output accumulator acc. After a tile with scores s_j:
-//       m_new = max(m, max_j s_j),  alpha = exp(m - m_new),
-//       l = alpha * l + sum_j exp(s_j - m_new),  acc = alpha * acc + sum_j exp(s_j - m_new) v_j,
-//     and o = acc / l at the very end.
+//     unnormalised output accumulator acc, and update them after each tile of scores as your
+//     `flash_update` of section 3 of the notebook does (answer that prompt first: its check
+//     tells you when the update is right); o comes out at the very end, as `flash_finalize`.
 //  3. Register blocking: let each thread compute a small block of scores (e.g. 4 queries x
 //     4 keys) from float4 reads of shared memory, so each value loaded feeds several FMAs.
 //  4. Masks: keys at or past seq and (causal) keys after the query get score -inf. With

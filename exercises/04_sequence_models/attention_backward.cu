@@ -1,10 +1,10 @@
 // Exercise 04, task 7: the backward pass of attention (task 2), in fp32.
 //
 // Forward: S = q k^T / sqrt(dim) (-inf above the diagonal when causal), P = softmax(S) row by
-// row, o = P v. Given dO = dL/do, the backward pass is
-//   dV = P^T dO                  dP = dO v^T
-//   dS = P * (dP - delta)        delta[i] = sum_d dO[i][d] * o[i][d]   (= sum_j dP[i][j] P[i][j])
-//   dq = dS k / sqrt(dim)        dk = dS^T q / sqrt(dim)
+// row, o = P v. Given dO = dL/do, compute dq, dk and dv: the chain rule back through P v, the
+// softmax and q k^T. Section 5a of the notebook gives dS from dP and asks you to find delta from
+// dO and o (the prompt `attention_softmax_backward`), section 5b counts the products: answer
+// them first.
 //
 // Layout: every tensor is [bh][seq][dim] float32, row-major, as in attention.cu; dim is 64 or
 // 128; o is the forward pass's output for these q, k and v. The benchmarks are GPT-2 small's
@@ -16,18 +16,19 @@
 // and kept. The grader checks dq, dk and dv against a float64 reference (rtol 1e-4, atol
 // 2e-4), then times your function against a naive baseline (baselines/attention_backward.cu:
 // the bh x seq x seq matrices P and dS in global memory) and PyTorch's
-// scaled_dot_product_attention forward and backward, and reports FLOP/s: 10 * bh * seq^2 * dim
-// (five products; about half that when causal).
+// scaled_dot_product_attention forward and backward, and reports FLOP/s: the backward pass's
+// FLOPs as section 5b counts them (about half when causal).
 //
 // Hints:
 //  1. Never store P: recompute it tile by tile as the forward pass computed it. With each
 //     query row's log-sum-exp L[i] = m[i] + log l[i] known, P[i][j] = exp(S[i][j] - L[i]):
 //     no running max, no rescaling. You are given o, not L: a first kernel finds L (the
-//     forward's online softmax without the P v product) and delta[i] = rowsum(dO * o).
+//     forward's online softmax without the P v product) and delta, as your
+//     `delta_from_output` computes it.
 //  2. Then one block per tile of keys (say 64): it keeps its k and v tile and its dK, dV
 //     accumulators on chip and walks over the query tiles (causal: only those at or after
-//     its keys). Per query tile: S and dP (two 64 x 64 products over dim), P and dS, then
-//     dV += P^T dO, dK += dS^T q, and dQ += dS k.
+//     its keys). Per query tile: S and dP (two 64 x 64 products over dim), P and dS, then the
+//     products that add this tile's part to dV, dK and dQ.
 //  3. dq gets contributions from every key tile: add them into dq with atomicAdd (dq must be
 //     zeroed first: the first kernel can do that) or compute dq in a separate pass.
 //  4. Register blocking as in attention.cu: each thread a 4 x 4 block of S and dP, and a

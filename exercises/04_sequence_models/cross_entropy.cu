@@ -1,10 +1,12 @@
 // Exercise 04, task 6: the cross-entropy loss of a language model and its gradient, in one go.
 //
 //   loss[r]       = logsumexp_c logits[r][c] - logits[r][targets[r]]
-//   dlogits[r][c] = (softmax(logits[r])[c] - (c == targets[r] ? 1 : 0)) / rows
+//   dlogits[r][c] = d loss[r] / d logits[r][c], divided by rows
 //
 // dlogits is the gradient of the MEAN loss over the rows, which is what training uses: the
 // next kernel of the backward pass needs it, so the loss's forward and backward are one kernel.
+// Section 5d of the notebook asks you to derive that gradient (`cross_entropy_grad`) and to
+// compute the logsumexp in float32 (`logsumexp32`): answer it first.
 //
 // Layout: logits and dlogits are rows x cols float32, row-major (a row is one token's scores
 // over a vocabulary of cols classes); targets holds rows int32 class indices in [0, cols);
@@ -20,12 +22,11 @@
 // forward and backward, and reports bandwidth: 8 bytes per logit, read once, written once.
 //
 // Hints:
-//  1. log sum_c exp(x_c) = m + log sum_c exp(x_c - m) with m the row maximum: every exponent
-//     is <= 0. One pass finds m and the sum together with the online softmax's merge
-//     (softmax.cu, hint 3).
-//  2. Write the loss as (m - x_target) + log(sum), not (m + log(sum)) - x_target: when the
-//     target is the maximum and the others are far below, the loss is tiny, and the second
-//     form loses it in the rounding of a large m.
+//  1. The logsumexp as your `logsumexp32` computes it, in one pass: the row's maximum and its
+//     sum come together with the online softmax's merge (softmax.cu, hint 3).
+//  2. When the target is the row's maximum and the other logits are far below, the loss is
+//     tiny: subtract the target's logit from the maximum before adding the rest, not from the
+//     finished logsumexp, whose rounding of a large maximum would swallow it.
 //  3. A row of GPT-2's 50,257 logits is 201 KB: more than one block's registers. Either read
 //     it twice (the second read comes from L2 if not too many rows are in flight at once), or
 //     spread it over the registers of several blocks that share their partial (m, sum): a

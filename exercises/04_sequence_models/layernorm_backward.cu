@@ -1,8 +1,9 @@
 // Exercise 04, task 5: LayerNorm backward, from the statistics the forward pass saved.
 //
-//   x_hat[r][c] = (x[r][c] - mean[r]) * rstd[r]          g[r][c] = dy[r][c] * gamma[c]
-//   dx[r][c]    = rstd[r] * (g[r][c] - mean_c g[r][.] - x_hat[r][c] * mean_c (g * x_hat)[r][.])
-//   dgamma[c]   = sum_r dy[r][c] * x_hat[r][c]             dbeta[c] = sum_r dy[r][c]
+// The forward pass was y[r][c] = x_hat[r][c] * gamma[c] + beta[c], x_hat[r][c] = (x[r][c] - mean[r])
+// * rstd[r]. Given dy = dL/dy, compute dx = dL/dx and the parameters' gradients dgamma = dL/dgamma
+// and dbeta = dL/dbeta, sums over the rows: section 5c of the notebook asks you to derive them
+// (the prompt `layernorm_backward`); answer it first, then compute the same here in float32.
 //
 // Layout: x, dy and dx are rows x cols float32, row-major; gamma, dgamma and dbeta hold cols
 // values; mean and rstd hold rows values, exactly those layernorm_forward computed for this x.
@@ -20,7 +21,7 @@
 //
 // Hints:
 //  1. dx is a row operation like the forward pass: a warp (or a block) per row, x and dy
-//     read once into registers, two row sums, then dx.
+//     read once into registers, the row sums your formula needs, then dx.
 //  2. dgamma and dbeta are column sums over all rows: the opposite direction. Let each warp
 //     keep running sums for its columns while it works through its rows (in registers, no
 //     memory traffic), add the warps of a block together in shared memory, write one partial

@@ -22,10 +22,10 @@
 //  2. Read x only once. A row of up to a few tens of thousands of floats fits in the
 //     registers of a block (say 32 floats per thread); keep it there between the reduction
 //     and the write.
-//  3. The max and the sum do not need two passes. A partial result (m, s) with
-//     s = sum exp(x - m) merges with another one exactly:
-//       (m1, s1) + (m2, s2) = (m, s1 * exp(m1 - m) + s2 * exp(m2 - m)),   m = max(m1, m2).
-//     This "online softmax" is also how the attention tasks avoid storing the score matrix.
+//  3. The max and the sum do not need two passes: a partial result (m, s) with
+//     s = sum exp(x - m) merges with another one exactly, by the rescaling you derive in
+//     section 3 of the notebook (the online softmax; answer that prompt first). It is also
+//     how the attention tasks avoid storing the score matrix.
 //  4. When cols is a multiple of 4, float4 loads and stores move 16 bytes per instruction.
 //  5. Rows too long for on-chip storage still need a correct (if slower) path: stream the row
 //     once for (m, s), then once more to write y.

@@ -1,7 +1,10 @@
 // Per-row FP8 (e4m3) quantization, as FP8 inference and training recipes scale activations:
 //
-//     scale[r] = max_c |x[r][c]| / 448          (448 is e4m3's largest value; 1 for a row of zeros)
-//     q[r][c]  = e4m3(x[r][c] / scale[r]), rounded to nearest and saturating at +-448
+//     scale[r] = max_c |x[r][c]| / E4M3_MAX     (1 for a row of zeros)
+//     q[r][c]  = e4m3(x[r][c] / scale[r]), rounded to nearest and saturating at +-E4M3_MAX
+//
+// E4M3_MAX is e4m3's largest finite value: section 3 of the notebook asks you to derive it (the
+// prompt `fp8_formats`); answer it first and use your value here.
 //
 // x: rows x cols bf16 (__nv_bfloat16), row-major. q: rows x cols __nv_fp8_e4m3. scale: rows float32.
 //

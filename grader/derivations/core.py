@@ -7,16 +7,19 @@ Its checker runs on a CPU, compares the learner's answer with the truth, and ans
 
 from __future__ import annotations
 
+import contextlib
 import html
 import math
+import os
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import numpy as np
 
-from hardware.specs import GpuSpec, default_spec, spec_for
+from hardware.specs import GpuSpec, default_spec, load_specs, spec_for
 
 
 @dataclass(frozen=True)
@@ -29,12 +32,20 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Prompt:
-    """One derivation prompt: its id (used in the notebook's check cell), title, points, checker."""
+    """One derivation prompt: its id (used in the notebook's check cell), title, points, checker.
+
+    ``function_tolerance`` (rtol, atol), where given, is how closely a learner's copy of the course
+    compares what the learner's functions return with what the hidden answer's return (see
+    grader.derivations.answer_key); without it, a tolerance suited to each result's dtype.
+    ``self_check`` marks the checkers of a learner's copy, which compare digests, not the truth.
+    """
 
     id: str
     title: str
     max_points: float
     checker: Callable[[Any], Verdict]
+    function_tolerance: tuple[float, float] | None = None
+    self_check: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,12 +59,16 @@ class PromptInfo:
 
 @dataclass(frozen=True)
 class CheckResult:
+    """A checked answer. ``self_check`` is True when a learner's copy of the course checked it
+    (against digests): such a verdict helps the learner, and is never a grade."""
+
     exercise: str
     prompt: str
     passed: bool
     points: float
     max_points: float
     message: str
+    self_check: bool = False
 
     def _headline(self) -> str:
         mark = "passed" if self.passed else "not yet"
@@ -83,6 +98,9 @@ def _fmt_points(points: float) -> str:
 
 def run_prompt(exercise: str, prompt: Prompt, answer: Any) -> CheckResult:
     """Run one checker; whatever the learner's answer does, the result is a CheckResult."""
+    observer = _OBSERVER.get()
+    if observer is not None:
+        answer = observer.begin(exercise, prompt, answer)
     try:
         verdict = prompt.checker(answer)
     except NotImplementedError:
@@ -91,18 +109,52 @@ def run_prompt(exercise: str, prompt: Prompt, answer: Any) -> CheckResult:
         verdict = Verdict(False, "Your answer could not be checked: reading it raised "
                                  f"{type(err).__name__}: {err}\n"
                                  "Compare its shape with the answer cell's template.")
+    if observer is not None:
+        observer.end(verdict)
     return CheckResult(exercise=exercise, prompt=prompt.id, passed=verdict.passed,
                        points=prompt.max_points if verdict.passed else 0.0,
-                       max_points=prompt.max_points, message=verdict.message)
+                       max_points=prompt.max_points, message=verdict.message, self_check=prompt.self_check)
 
 
 NOT_ANSWERED = ("Not answered yet: replace `raise NotImplementedError` (or the `None` values) "
                 "in the answer cell with your own work, run that cell, then this one.")
 
 
+# ------------------------------------------------------------------ watching a checker work
+
+# Who watches the checkers: nobody while learners check their answers. While a learner's copy of
+# the course is written, grader.derivations.answer_key watches each checker judge the hidden answer
+# (what it calls, which numbers it compares, with which tolerance) and keeps digests of that.
+_OBSERVER: ContextVar[Any] = ContextVar("s2s_derivations_observer", default=None)
+
+
+@contextlib.contextmanager
+def observed_by(observer: Any) -> Iterator[None]:
+    """Within the block, every checker built on this module tells ``observer`` what it does:
+    ``begin(exercise, prompt, answer) -> answer``, ``end(verdict)``, ``calling(name, where)``,
+    ``functions(answer, names)``, ``numbers(answer, questions, heading)`` and
+    ``table(answer, rows, fields, accepts, wrong, right)``."""
+    token = _OBSERVER.set(observer)
+    try:
+        yield
+    finally:
+        _OBSERVER.reset(token)
+
+
+def _notify(event: str, *args: Any) -> None:
+    observer = _OBSERVER.get()
+    if observer is not None:
+        getattr(observer, event)(*args)
+
+
 # ------------------------------------------------------------------ the GPU the numbers refer to
 
 NVIDIA_SMI_TIMEOUT_S = 5.0
+# Names the GPU the derivation prompts refer to, whatever this machine has: a key of
+# hardware/specs.toml ("h100-sxm") or a name ("H100"). `grade course build --gpu` sets it for
+# autograding, so that a class is graded with the figures of the GPU its learners' copies name.
+GPU_VARIABLE = "S2S_GPU"
+THIS_COPY = "the GPU this copy of the course was made for"
 
 
 def detect_gpu_name() -> str | None:
@@ -116,19 +168,33 @@ def detect_gpu_name() -> str | None:
     return lines[0] if done.returncode == 0 and lines else None
 
 
+def named_spec(name: str) -> GpuSpec | None:
+    """The spec sheet a person names: a key of specs.toml ("h100-sxm"), or a GPU's name ("H100",
+    "NVIDIA H100 80GB HBM3", "h200")."""
+    specs = load_specs()
+    wanted = name.strip().lower()
+    for spec in specs:
+        if wanted in (spec.key, spec.name.lower()):
+            return spec
+    return spec_for(name, specs)
+
+
 @dataclass(frozen=True)
 class ReferenceGpu:
     """The spec sheet that hardware answers are checked against, and why it is that one."""
 
     spec: GpuSpec
     detected_name: str | None
+    chosen: str | None = None       # why it is this spec when a person named it, not the driver
 
     @property
     def is_this_machine(self) -> bool:
-        return self.detected_name is not None and spec_for(self.detected_name) == self.spec
+        return self.chosen is None and self.detected_name is not None and spec_for(self.detected_name) == self.spec
 
     def describe(self) -> str:
-        if self.detected_name is None:
+        if self.chosen is not None:
+            why = self.chosen
+        elif self.detected_name is None:
             why = "no GPU on this machine, so the course's default GPU"
         elif self.is_this_machine:
             why = f"the GPU on this machine, reported as '{self.detected_name}'"
@@ -138,8 +204,39 @@ class ReferenceGpu:
         return f"{self.spec.name} ({why})"
 
 
+_NAMED: ContextVar[ReferenceGpu | None] = ContextVar("s2s_named_gpu", default=None)
+
+
+@contextlib.contextmanager
+def using_gpu(spec: GpuSpec, why: str) -> Iterator[None]:
+    """Within the block, hardware answers are checked against ``spec``, described with ``why``."""
+    token = _NAMED.set(ReferenceGpu(spec=spec, detected_name=None, chosen=why))
+    try:
+        yield
+    finally:
+        _NAMED.reset(token)
+
+
 def reference_gpu() -> ReferenceGpu:
-    """This machine's GPU when its spec sheet is known, else the default (the H200)."""
+    """The GPU whose spec sheet the hardware answers are checked against, first that applies:
+    the one a learner's copy of the course was made for (its answers' digests hold its figures);
+    the one S2S_GPU names; this machine's when its spec sheet is known; the default (the H200)."""
+    named = _NAMED.get()
+    if named is not None:
+        return named
+    from grader.spec import learner_copy
+
+    copy = learner_copy()
+    if copy is not None and copy.gpu is not None:
+        return ReferenceGpu(spec=copy.gpu, detected_name=None, chosen=THIS_COPY)
+    wanted = os.environ.get(GPU_VARIABLE, "").strip()
+    if wanted:
+        spec = named_spec(wanted)
+        if spec is not None:
+            return ReferenceGpu(spec=spec, detected_name=None, chosen=f"named by {GPU_VARIABLE}")
+        return ReferenceGpu(spec=default_spec(), detected_name=None,
+                            chosen=f"{GPU_VARIABLE} names '{wanted}', which has no spec sheet here, "
+                                   "so the course's default GPU")
     name = detect_gpu_name()
     spec = spec_for(name) if name is not None else None
     return ReferenceGpu(spec=spec or default_spec(), detected_name=name)
@@ -205,6 +302,7 @@ def call_learner(name: str, fn: Any, args: tuple, where: str,
     if not callable(fn):
         return Called(None, f"{name}: expected your function {name}, got {type(fn).__name__} "
                             "(pass the function itself, without calling it).")
+    _notify("calling", name, where)
     try:
         value = fn(*args)
     except NotImplementedError:
@@ -238,6 +336,7 @@ def worst_entry(got: np.ndarray, expected: np.ndarray) -> str:
 
 def missing_functions(answer: Any, names: Sequence[str]) -> Verdict | None:
     """The refusal of an answer that is not a dict holding every function of the prompt."""
+    _notify("functions", answer, tuple(names))
     if not isinstance(answer, Mapping):
         return Verdict(False, "Pass a dict of your functions, like the template: "
                               + "{" + ", ".join(f'"{n}": {n}' for n in names) + "}.")
@@ -315,6 +414,7 @@ def ask_for_numbers(name: str, questions: Sequence[NumericQuestion]) -> Verdict:
 def check_numbers(answer: Mapping[str, Any], questions: Sequence[NumericQuestion],
                   heading: str | None = None) -> Verdict:
     """One line per question, in order: the right ones named, the wrong ones with a hint."""
+    _notify("numbers", answer, tuple(questions), heading)
     lines = [] if heading is None else [heading]
     passed = True
     for q in questions:
@@ -352,6 +452,7 @@ def check_table(answer: Mapping[str, Any], rows: Sequence[TableRow], fields: Seq
                 accepts: Callable[[float, float], bool], wrong: str, right: str) -> tuple[bool, list[str]]:
     """One line per row: a right row named with ``right``, a wrong one with a line per wrong field
     (``wrong`` follows the learner's value) and its hint. Returns (all right, lines)."""
+    _notify("table", answer, tuple(rows), tuple(fields), accepts, wrong, right)
     lines, passed = [], True
     for row in rows:
         entry = answer.get(row.key)

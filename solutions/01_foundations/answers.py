@@ -1,14 +1,16 @@
 """Reference answers to the derivation prompts of exercise 01, under the notebook's names.
 
-The hardware numbers depend on the GPU: ``hardware_101`` and ``roofline_01`` are for the course's
-default GPU (the H200); ``hardware_101_for`` and ``roofline_01_for`` give them for any spec sheet.
+The hardware numbers depend on the GPU: ``hardware_101`` and ``roofline_01`` are for the GPU the
+prompts are checked against (grader.derivations.reference_gpu: this machine's, or the one a course
+names); ``hardware_101_for`` and ``roofline_01_for`` give them for any spec sheet.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from hardware.specs import GpuSpec, default_spec
+from grader.derivations import reference_gpu
+from hardware.specs import GpuSpec
 
 # ------------------------------------------------------------------ matrix calculus
 # y = relu(z), z = W x + b. dy_i/dz_i = 1 if z_i > 0 else 0, and z_i depends on x_j through
@@ -82,5 +84,5 @@ def roofline_01_for(spec: GpuSpec) -> dict[str, dict[str, float]]:
     }
 
 
-hardware_101 = hardware_101_for(default_spec())
-roofline_01 = roofline_01_for(default_spec())
+hardware_101 = hardware_101_for(reference_gpu().spec)
+roofline_01 = roofline_01_for(reference_gpu().spec)

@@ -1,7 +1,7 @@
 """Reference answers to the derivation prompts of exercise 02, under the notebook's names.
 
-The hardware numbers are for the course's default GPU (the H200); ``*_for(spec)`` gives them for
-any spec sheet.
+The hardware numbers are for the GPU the prompts are checked against (reference_gpu: this
+machine's, or the one a course names); ``*_for(spec)`` gives them for any spec sheet.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from hardware.specs import GpuSpec, default_spec
+from grader.derivations import reference_gpu
+from hardware.specs import GpuSpec
 
 # ------------------------------------------------------------------ 1 · the backward pass
 # Z = X W^T + b, Y = gelu(Z) = Z Phi(Z). With dY = dL/dY:
@@ -47,7 +48,8 @@ def layer_flops_for(spec: GpuSpec) -> dict[str, float]:
         "backward_over_forward": backward / forward,
         "flops_per_token_per_weight": (forward + backward) / (M * N * K),
         "forward_us_fp32": forward / (spec.fp32_tflops * 1e12) * 1e6,
-        "forward_us_bf16": forward / (spec.bf16_tensor_tflops * 1e12) * 1e6,
+        # A GPU whose tensor cores take no bf16 (Turing) runs the same product in fp16.
+        "forward_us_bf16": forward / ((spec.bf16_tensor_tflops or spec.fp16_tensor_tflops) * 1e12) * 1e6,
     }
 
 
@@ -59,7 +61,7 @@ def layer_flops_for(spec: GpuSpec) -> dict[str, float]:
 def tile_intensity_for(spec: GpuSpec) -> dict[str, float]:
     dram = spec.memory_bandwidth_gbs * 1e9
     ridge_fp32 = spec.fp32_tflops * 1e12 / dram
-    ridge_bf16 = spec.bf16_tensor_tflops * 1e12 / dram
+    ridge_bf16 = (spec.bf16_tensor_tflops or spec.fp16_tensor_tflops) * 1e12 / dram
     smem = 128 * spec.sms * spec.boost_clock_mhz * 1e6
     return {
         "intensity_block_fp32": 2 * 128 * 128 * 8 / (4 * (128 * 8 + 8 * 128)),
@@ -110,6 +112,6 @@ mma_flops = {
     "mma_per_warp_tile": (64 // 16) * (64 // 8),
 }
 
-layer_flops = layer_flops_for(default_spec())
-tile_intensity = tile_intensity_for(default_spec())
-occupancy = occupancy_for(default_spec())
+layer_flops = layer_flops_for(reference_gpu().spec)
+tile_intensity = tile_intensity_for(reference_gpu().spec)
+occupancy = occupancy_for(reference_gpu().spec)

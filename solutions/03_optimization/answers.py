@@ -1,7 +1,7 @@
 """Reference answers to the derivation prompts of exercise 03, under the notebook's names.
 
-``optimizer_traffic`` holds the numbers for the course's default GPU (the H200);
-``optimizer_traffic_for`` gives them for any spec sheet.
+``optimizer_traffic`` holds the numbers for the GPU the prompts are checked against (reference_gpu:
+this machine's, or the one a course names); ``optimizer_traffic_for`` gives them for any spec sheet.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from hardware.specs import GpuSpec, default_spec
+from grader.derivations import reference_gpu
+from hardware.specs import GpuSpec
 
 # ------------------------------------------------------------------ 1 · bias correction
 # m_t = beta m_{t-1} + (1 - beta) g_t from m_0 = 0 unrolls to (1 - beta) sum_k beta^k g_{t-k}: for a
@@ -77,4 +78,4 @@ def optimizer_traffic_for(spec: GpuSpec) -> dict[str, float]:
     }
 
 
-optimizer_traffic = optimizer_traffic_for(default_spec())
+optimizer_traffic = optimizer_traffic_for(reference_gpu().spec)

@@ -1,10 +1,17 @@
-"""Reference answers to the derivation prompts of exercise 05, under the notebook's names."""
+"""Reference answers to the derivation prompts of exercise 05, under the notebook's names.
+
+``fp8_formats`` holds the read times for the GPU the prompts are checked against (reference_gpu:
+this machine's, or the one a course names); ``fp8_formats_for`` gives them for any spec sheet.
+"""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+from grader.derivations import reference_gpu
+from hardware.specs import GpuSpec
 
 # ------------------------------------------------------------------ 1 · the noise of a quantizer
 # Rounding errs by e, uniform on [-step/2, step/2]: E[e^2] = step^2 / 12. A full-scale sine of
@@ -29,17 +36,26 @@ accumulator_overflow = {
 # ------------------------------------------------------------------ 3 · e4m3 and e5m2
 # e4m3 (bias 7): no infinities, only S.1111.111 is NaN, so the largest is 1.110b x 2^8 = 448.
 # e5m2 (bias 15): IEEE-like, the largest exponent is 30 - 15 = 15: 1.11b x 2^15 = 57,344.
-# Smallest normals 2^(1 - bias); the gap after 1 is 2^-(mantissa bits). The H200 reads 4.8 TB/s.
-fp8_formats = {
-    "e4m3_max": 1.75 * 2 ** 8,
-    "e5m2_max": 1.75 * 2 ** 15,
-    "e4m3_min_normal": 2.0 ** -6,
-    "e5m2_min_normal": 2.0 ** -14,
-    "e4m3_spacing_at_1": 2.0 ** -3,
-    "e5m2_spacing_at_1": 2.0 ** -2,
-    "weight_read_us_fp8": 28672 * 8192 / 4800e9 * 1e6,
-    "weight_read_us_bf16": 2 * 28672 * 8192 / 4800e9 * 1e6,
-}
+# Smallest normals 2^(1 - bias); the gap after 1 is 2^-(mantissa bits). Reading the weight once
+# takes its bytes over the memory bandwidth: one byte a weight in e4m3, two in bf16.
+GEMV_N, GEMV_K = 28672, 8192
+
+
+def fp8_formats_for(spec: GpuSpec) -> dict[str, float]:
+    bandwidth = spec.memory_bandwidth_gbs * 1e9
+    return {
+        "e4m3_max": 1.75 * 2 ** 8,
+        "e5m2_max": 1.75 * 2 ** 15,
+        "e4m3_min_normal": 2.0 ** -6,
+        "e5m2_min_normal": 2.0 ** -14,
+        "e4m3_spacing_at_1": 2.0 ** -3,
+        "e5m2_spacing_at_1": 2.0 ** -2,
+        "weight_read_us_fp8": GEMV_N * GEMV_K / bandwidth * 1e6,
+        "weight_read_us_bf16": 2 * GEMV_N * GEMV_K / bandwidth * 1e6,
+    }
+
+
+fp8_formats = fp8_formats_for(reference_gpu().spec)
 
 
 # ------------------------------------------------------------------ 4 · per-tensor against per-row scales

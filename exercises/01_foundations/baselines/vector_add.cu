@@ -1,9 +1,9 @@
 // Naive baseline for vector_add: correct, and slow for one reason.
 //
 // Each thread adds its own contiguous chunk of the vectors. That looks tidy, but
-// in one load instruction the 32 threads of a warp touch 32 addresses that are a
-// whole chunk apart: 32 separate memory transactions where one would do, and the
-// rest of each fetched cache line is evicted before the thread comes back for it.
+// in one load instruction the threads of a warp touch addresses that are a whole
+// chunk apart: one memory transaction per thread where one would do for the warp,
+// and the rest of each fetched cache line is evicted before the thread comes back.
 // Your kernel should let neighbouring threads touch neighbouring elements.
 #include <cuda_runtime.h>
 
