@@ -13,7 +13,10 @@ import path for all of it.
 from __future__ import annotations
 
 import os
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from grader.spec_model import Arg, Build, Case, Exercise, Points, Task
 from grader.spec_toml import load, reference_parameters
@@ -21,9 +24,9 @@ from grader.spec_values import (COMPUTE_UNITS, DTYPES, FILLS, FLOAT32_MAX, RESER
                                 DType, Expr, Shape, SpecError, Value, float32)
 
 __all__ = ["Arg", "Build", "COMPUTE_UNITS", "Case", "DTYPES", "DType", "Exercise", "Expr", "FILLS", "FLOAT32_MAX",
-           "Points", "RESERVED_CASE_KEYS", "ROLES", "SCALAR_DTYPES", "Shape", "SpecError", "Task", "Value",
-           "discover", "exercises_dir", "find", "float32", "load", "reference_parameters", "repo_root",
-           "solutions_dir"]
+           "LEARNER_COPY_FILE", "LearnerCopy", "Points", "RESERVED_CASE_KEYS", "ROLES", "SCALAR_DTYPES", "Shape",
+           "SpecError", "Task", "Value", "discover", "exercises_dir", "find", "float32", "learner_copy", "load",
+           "reference_parameters", "repo_root", "solutions_dir"]
 
 
 def repo_root() -> Path:
