@@ -73,7 +73,8 @@ def test_a_tie_may_go_to_either_neighbour_in_both_quantizers():
         assert bool(((q - value).abs() <= allowed).all()), q
     assert not bool(((away + 1 - value).abs() <= allowed).all())                    # a tie is one step wide
     # e4m3 at 1.0 has steps of 1/8: 1.0625 is half-way between 1 and 1.125.
-    x = torch.tensor([[448.0, 1.0625, -1.0625, 1.1875]], dtype=torch.float64)      # scale 1
+    top = reference.E4M3_MAX        # the row's largest magnitude is e4m3's largest value: scale 1
+    x = torch.tensor([[top, 1.0625, -1.0625, 1.1875]], dtype=torch.float64)
     value, allowed = split(reference.quantize_fp8(x, 1, 4)[0])
-    for q in (torch.tensor([[448.0, 1.0, -1.0, 1.25]]), torch.tensor([[448.0, 1.125, -1.125, 1.25]])):
+    for q in (torch.tensor([[top, 1.0, -1.0, 1.25]]), torch.tensor([[top, 1.125, -1.125, 1.25]])):
         assert bool(((q.double() - value).abs() <= allowed).all()), q
