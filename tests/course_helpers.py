@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
+import pytest
+
 import nbformat
 
 from grader import spec
@@ -95,7 +97,8 @@ def work_in_learner_copy(folder: Path, copy: Path, env: dict[str, str]) -> dict[
     """What a learner of the class does before handing ``folder`` in: run its notebook, every cell in
     order, in a Jupyter kernel whose grader is the learner's copy ``copy`` (the instructor published
     it), and save it with its outputs. Returns whether each graded cell passed there."""
-    from nbclient import NotebookClient
+    NotebookClient = pytest.importorskip("nbclient", reason="running a notebook needs the course extra "
+                                         "(pip install -e '.[course]')").NotebookClient
 
     path = folder / f"{ASSIGNMENT}.ipynb"
     nb = nbformat.read(path, as_version=4)
