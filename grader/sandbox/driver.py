@@ -118,9 +118,6 @@ class Driver:
                     "cuIpcOpenMemHandle")
         return ptr.value
 
-    def close_ipc(self, ptr: int) -> None:
-        self._check(self.lib.cuIpcCloseMemHandle(ctypes.c_uint64(ptr)), "cuIpcCloseMemHandle")
-
     def busy(self, seconds: float, min_cycles: int) -> None:
         cycles = ctypes.c_int64(max(min_cycles, int(seconds * self.cycles_per_s)))
         params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(cycles), ctypes.c_void_p))

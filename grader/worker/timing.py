@@ -176,7 +176,7 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
             learner: Any, baseline: Entry, reference: Callable[..., Any], vendor: Callable[..., Any] | None,
             seed: int, timer: _Timer) -> SizeTiming | Problem:
     remote = hasattr(learner, "timed")
-    local_values = _local(memory, scalars)
+    local_values = memory.local_call_values(scalars)     # the baseline runs here, at this process's addresses
     contenders: list[tuple[str, Callable[[], None]]] = [
         ("learner", lambda: learner(values)),
         ("baseline", lambda: baseline(local_values)),
@@ -282,11 +282,6 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
                       baseline_spread=_spread(samples["baseline"]), learner_wall_s=events_s + excess,
                       flops=flops, bytes=nbytes, vendor_s=med.get("vendor"), learner_events_s=events_s,
                       clock=clock)
-
-
-def _local(memory: CaseMemory, scalars: dict[str, Any]) -> list[Any]:
-    """The arguments with this process's own addresses: the baseline runs here."""
-    return memory.local_call_values(scalars)
 
 
 _BUSY_SOURCE = r"""
