@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from adversarial.catalogue import CATEGORIES, HERE, VERDICTS, Attack, load, problems
+from adversarial.catalogue import CATEGORIES, HERE, VERDICTS, Attack, grouped_exercise, load, plan, problems, task_name
 from grader.build import Toolchain, compile_cuda
 from grader.pipeline import Options, grade
 from grader.result import ExitCode
@@ -72,6 +72,34 @@ def test_every_folder_is_a_case_and_holds_only_task_sources() -> None:
         sources = {p.name for p in folder.iterdir()}
         assert sources == {a.source.name for a in attacks}, \
             f"{folder.name} must hold exactly the sources of the tasks it attacks"
+
+
+def test_the_gpu_test_grades_every_case_once_in_a_few_gradings() -> None:
+    groups = plan(ATTACKS)
+    graded = [a.name for g in groups for a in g.attacks]
+    assert sorted(graded) == sorted(a.name for a in ATTACKS), "a case graded twice or never"
+    assert len(groups) <= len([a for a in ATTACKS if a.alone]) + 6
+    for g in groups:
+        assert len({a.exercise for a in g.attacks}) == 1 and len({tuple(a.limits().items()) for a in g.attacks}) == 1
+        assert g.alone == (len(g.attacks) == 1 and g.attacks[0].alone) or len(g.attacks) > 1
+
+
+@pytest.mark.parametrize("group", [g for g in plan(ATTACKS) if not g.alone], ids=lambda g: g.id)
+def test_a_group_is_an_exercise_with_a_task_per_case(group, tmp_path) -> None:
+    """The copy of the exercise the GPU test grades: one task per case, reading the case's file
+    with the attacked task's reference, baseline and sizes; the real tasks after them, on the
+    hidden solutions, when a case stops the worker."""
+    folder, submission = grouped_exercise(group, tmp_path)
+    spec, original = find(str(folder)), find(group.exercise)
+    expected = [task_name(a) for a in group.attacks]
+    if group.stops_the_worker:
+        expected += [t.name for t in original.tasks]
+    assert [t.name for t in spec.tasks] == expected
+    for attack in group.attacks:
+        task, attacked = spec.task(task_name(attack)), original.task(attack.task)
+        assert (submission / task.source).read_bytes() == attack.source.read_bytes()
+        assert (task.symbol, task.reference, task.baseline, task.cases) == \
+            (attacked.symbol, attacked.reference, attacked.baseline, attacked.cases)
 
 
 def test_the_catalogue_covers_both_kinds_of_failure_and_a_correct_slow_kernel_per_task() -> None:

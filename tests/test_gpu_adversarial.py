@@ -1,10 +1,14 @@
 """On the GPU: every submission of the adversarial catalogue fails, with the reason the
 catalogue promises, and never takes the grading down with it.
 
-For each case (tests/adversarial/catalogue.toml) the whole exercise is graded: the case's
-file for the task it attacks, the hidden solutions for the other tasks, which must still pass:
-a crash, a hang or a poisoned CUDA context costs one task, never the grading. After every case that kills the worker, a grading of the task's reference solution
-shows that the GPU is usable again. The verdicts are printed as a table at the end:
+The catalogue (tests/adversarial/catalogue.toml) is graded in a few gradings rather than one a
+case. The cases of one exercise that share their deadlines are graded together, each as a task
+of its own in a copy of the exercise (``vector_add__off_by_one_write``, with the exercise's
+reference, baseline and sizes); where one of them stops the worker, the exercise's real tasks
+follow them with the hidden solutions and must still pass: a crash, a hang or a poisoned CUDA
+context costs one task, never the grading. A case marked ``alone`` (it tampers with the process
+or the GPU beyond its own output) is graded by itself: its file for the task it attacks, the
+hidden solutions for the others. The verdicts are printed as a table at the end:
 
     pytest -m gpu -k adversarial
 
@@ -20,7 +24,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from adversarial.catalogue import Attack, load, problems, shown, solution_folder, with_the_other_solutions
+from adversarial.catalogue import (Attack, Group, grouped_exercise, load, plan, problems, shown, solution_folder,
+                                  task_name, with_the_other_solutions)
 from grader.build import cache_dir
 from grader.pipeline import Options, grade
 from grader.result import ExitCode, GradeResult, TaskResult
@@ -31,12 +36,15 @@ pytestmark = pytest.mark.gpu
 ATTACKS = load()
 
 
-def _case(attack: Attack):
-    marks = [pytest.mark.xfail(reason=attack.known_gap, strict=True)] if attack.known_gap else []
-    return pytest.param(attack, id=attack.name, marks=marks)
+def _param(group: Group):
+    marks = [pytest.mark.xfail(reason=a.known_gap, strict=True) for a in group.attacks if a.known_gap]
+    return pytest.param(group, id=group.id, marks=marks)
 
 
-CASES = [_case(a) for a in ATTACKS]
+GROUPS = [_param(g) for g in plan(ATTACKS)]
+
+
+
 
 
 @dataclass
@@ -58,7 +66,8 @@ def verdicts(request: pytest.FixtureRequest):
     if reporter is None or not rows:
         return
     reporter.write_sep("=", "adversarial verdicts")
-    reporter.write_line(f"{'case':30} {'category':9} {'verdict':32} {'s':>6}  reason shown")
+    reporter.write_line(f"{'case':30} {'category':9} {'verdict':32} {'s':>6}  reason shown "
+                        f"(s: the grading's seconds, shared among its cases)")
     for r in rows:
         mark = "" if r.as_promised else "  << NOT AS PROMISED"
         reporter.write_line(f"{r.case:30} {r.category:9} {r.verdict:32} {r.seconds:6.1f}  {r.summary[:100]}{mark}")
@@ -91,32 +100,42 @@ def _fingerprint() -> dict[str, str]:
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
-@pytest.mark.parametrize("attack", CASES)
-def test_attack_fails_with_its_reason_and_spares_the_rest(attack: Attack, verdicts: list[Verdict], tmp_path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """The whole exercise is graded: the attacked task from the case, every other task from the
-    hidden solutions. The attacked task fails as promised; the others pass with full points,
-    whether they are graded before or after it."""
-    for name, value in attack.limits().items():
+@pytest.mark.parametrize("group", GROUPS)
+def test_attacks_fail_with_their_reason_and_spare_the_rest(group: Group, verdicts: list[Verdict], tmp_path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each attacked task fails as promised; every other task of the grading passes with full
+    points, whether it is graded before or after the attacks."""
+    for name, value in group.limits.items():
         monkeypatch.setenv(name, value)
-    folder = with_the_other_solutions(attack, tmp_path / "submission")
+    if group.alone:
+        attack = group.attacks[0]
+        exercise, submission = attack.exercise, with_the_other_solutions(attack, tmp_path / "submission")
+        names = {attack.task: attack}
+    else:
+        folder, submission = grouped_exercise(group, tmp_path)
+        exercise, names = str(folder), {task_name(a): a for a in group.attacks}
     before = _fingerprint()
-    result, seconds = _timed_grade(attack.exercise, Options(submission=folder, profile=False))
+    result, seconds = _timed_grade(exercise, Options(submission=submission, profile=False))
     after = _fingerprint()
     changed = sorted(p for p in before if p in after and before[p] != after[p])
-    assert not changed, f"{attack.name} changed files a later grading reads: {changed[:5]}"
-    task = result.task(attack.task)
-    found = _record(verdicts, attack, task, seconds)
-    assert not found, f"{attack.name} ({attack.flaw}):\n" + "\n".join(found)
+    assert not changed, f"{group.id} changed files a later grading reads: {changed[:5]}"
+
+    wrong = []
+    for name, attack in names.items():
+        found = _record(verdicts, attack, result.task(name), seconds / len(names))
+        if found:
+            wrong.append(f"{attack.name} ({attack.flaw}):\n  " + "\n  ".join(found))
+    assert not wrong, "\n".join(wrong)
     assert result.exit_code == ExitCode.FAILED
     assert not result.notice, f"the grading itself reported a problem: {result.notice}"
     for other in result.tasks:
-        if other.name != attack.task:
-            assert other.status == "passed", f"{other.name}, graded beside {attack.name}: {other.summary}"
+        if other.name not in names:
+            assert other.status == "passed", f"{other.name}, graded beside {group.id}: {other.summary}"
             assert other.points.total == other.points.max
 
-    if attack.stops_the_worker:
+    if group.alone and group.attacks[0].stops_the_worker:
         # The worker died (or its CUDA context did); the next grading must find a healthy GPU.
+        attack = group.attacks[0]
         healthy = grade(attack.exercise, Options(submission=solution_folder(attack), tasks=(attack.task,),
                                                  profile=False, timing=False)).task(attack.task)
         assert healthy.status == "passed", f"after {attack.name}, the reference solution: {healthy.summary}"

@@ -6,6 +6,7 @@ catalogue says a learner must see.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import tomllib
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ class Attack:
     folder: Path
     task_timeout_s: float | None = None
     compile_timeout_s: float | None = None
+    alone: bool = False
     known_gap: str = ""
 
     @property
@@ -148,3 +150,86 @@ def with_the_other_solutions(attack: Attack, destination: Path) -> Path:
     for header in [*solutions.glob("*.cuh"), *solutions.glob("*.h")]:
         shutil.copy(header, destination / header.name)
     return destination
+
+
+@dataclass
+class Group:
+    """Cases graded in one grading."""
+    exercise: str
+    attacks: list[Attack]
+    limits: dict[str, str]
+
+    @property
+    def alone(self) -> bool:
+        return len(self.attacks) == 1 and (self.attacks[0].alone or bool(self.attacks[0].known_gap))
+
+    @property
+    def stops_the_worker(self) -> bool:
+        return any(a.stops_the_worker for a in self.attacks)
+
+    @property
+    def id(self) -> str:
+        if self.alone:
+            return self.attacks[0].name
+        deadlines = "".join(f"-{k.removeprefix('S2S_').lower()}{v}" for k, v in sorted(self.limits.items()))
+        return f"{self.exercise}{deadlines}-{len(self.attacks)}cases"
+
+
+def plan(attacks: list[Attack]) -> list[Group]:
+    """One grading for the cases of an exercise that share their deadlines; one each for the rest."""
+    together: dict[tuple, Group] = {}
+    alone: list[Group] = []
+    for attack in attacks:
+        if attack.alone or attack.known_gap:
+            alone.append(Group(attack.exercise, [attack], attack.limits()))
+        else:
+            key = (attack.exercise, tuple(sorted(attack.limits().items())))
+            together.setdefault(key, Group(attack.exercise, [], attack.limits())).attacks.append(attack)
+    return [*together.values(), *alone]
+
+
+def task_name(attack: Attack) -> str:
+    return f"{attack.task}__{attack.name}"
+
+
+def _task_blocks(toml: str) -> tuple[str, dict[str, str]]:
+    """An exercise.toml cut into its preamble and its [[tasks]] tables, by task name."""
+    preamble, *blocks = toml.split("\n[[tasks]]\n")
+    named = {}
+    for block in blocks:
+        name = re.search(r'^name = "([^"]+)"$', block, re.M)
+        assert name, f"a [[tasks]] table without a name: {block[:80]}"
+        named[name.group(1)] = block
+    return preamble, named
+
+
+def grouped_exercise(group: Group, root: Path) -> tuple[Path, Path]:
+    """(exercise folder, submission folder) for a group: one task per case, named after it and
+    reading the case's file; the exercise's real tasks after them, on the hidden solutions,
+    when a case stops the worker."""
+    spec = find(group.exercise)
+    exercise = root / "exercise"
+    shutil.copytree(spec.folder, exercise, ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
+    preamble, blocks = _task_blocks((exercise / "exercise.toml").read_text())
+    submission = root / "submission"
+    submission.mkdir()
+    tables = []
+    for attack in group.attacks:
+        block = blocks[attack.task]
+        renamed = f'name = "{task_name(attack)}"'
+        for key in ("symbol", "reference"):          # both default to the task's name
+            if not re.search(rf"^{key} = ", block, re.M):
+                renamed += f'\n{key} = "{attack.task}"'
+        block = re.sub(r'^name = "[^"]+"$', renamed, block, count=1, flags=re.M)
+        block = re.sub(r'^source = "[^"]+"$', f'source = "{attack.name}.cu"', block, count=1, flags=re.M)
+        tables.append(block)
+        shutil.copy(attack.source, submission / f"{attack.name}.cu")
+    solutions = solutions_dir() / spec.slug
+    if group.stops_the_worker:
+        tables += blocks.values()
+        for task in spec.tasks:
+            shutil.copy(solutions / task.source, submission / task.source)
+    for header in [*solutions.glob("*.cuh"), *solutions.glob("*.h")]:
+        shutil.copy(header, submission / header.name)
+    (exercise / "exercise.toml").write_text(preamble + "".join(f"\n[[tasks]]\n{t}" for t in tables))
+    return exercise, submission
