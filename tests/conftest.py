@@ -8,6 +8,11 @@ import pytest
 from grader.device import probe
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--release", action="store_true",
+                     help="the GPU suite's repeat counts for a release (20 gradings an exercise, not 2)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:

@@ -28,9 +28,8 @@ BANDWIDTH_REQUIREMENT = {"vector_add": 0.90, "reduce_sum": 0.90, "transpose": 0.
 
 
 def test_ex01_solutions_against_copy_bandwidth() -> None:
-    ex = find("01")
-    solution = grade("01", Options(submission=solutions_dir() / ex.slug, profile=False))
-    baseline = grade("01", Options(submission=ex.folder / "baselines", profile=False))
+    from test_gpu_grading import graded      # the gradings shared with the grading tests
+    solution, baseline = graded("01", "solution"), graded("01", "baseline")
     copy = solution.device.copy_gbs
     rows = []
     for t in solution.tasks:
