@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,9 +23,23 @@ needs_landlock = pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has 
 
 PROBE = textwrap.dedent('''
     import ctypes, json, os, socket, sys
-    from grader.sandbox.confine import confine
-    scratch, course, other_pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    confinement = confine(scratch, [])
+    from grader.sandbox.serve import confine_for_learner
+    scratch, course, other_pid, built = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    if built:
+        with open(built, "rb") as src, open(os.path.join(scratch, "learner1.so"), "wb") as dst:
+            dst.write(src.read())                                       # as the checker copies it
+    def unmapped_library():
+        """A system library this process has not mapped: the loader could open it before."""
+        from grader.sandbox.confine import mapped_files
+        mapped = {os.path.realpath(f) for f in mapped_files()}
+        for folder in ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"):
+            for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+                path = os.path.realpath(os.path.join(folder, name))
+                runtime = name.startswith(("libstdc++", "libgcc_s", "libm.", "libc.", "ld-"))
+                if ".so" in name and not runtime and path not in mapped and os.path.isfile(path):
+                    return path
+    other_library = unmapped_library()
+    confinement = confine_for_learner(scratch)
     def attempt(action):
         try:
             action()
@@ -41,18 +56,41 @@ PROBE = textwrap.dedent('''
         "signal another process": attempt(lambda: os.kill(other_pid, 0)),
         "signal itself": attempt(lambda: os.kill(os.getpid(), 0)),
         "read its parent's memory": attempt(lambda: open(f"/proc/{os.getppid()}/mem", "rb")),
-        "load a library it had not mapped": attempt(lambda: ctypes.CDLL("libz.so.1")),
+        "read a library it had not mapped": attempt(lambda: open(other_library, "rb").read(1)),
+        "load the learner's library": attempt(lambda: ctypes.CDLL(os.path.join(scratch, "learner1.so")))
+                                      if built else "not built",
     }
     print(json.dumps(results))
+''')
+
+
+NVCC_LEARNER = textwrap.dedent('''
+    #include <vector>
+    __global__ void add(const float* a, const float* b, float* c, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) c[i] = a[i] + b[i];
+    }
+    extern "C" void vector_add(const float* a, const float* b, float* c, int n) {
+        std::vector<int> grid{(n + 255) / 256};
+        add<<<grid[0], 256>>>(a, b, c, n);
+    }
 ''')
 
 
 @pytest.fixture(scope="module")
 def attempts(tmp_path_factory: pytest.TempPathFactory) -> dict:
     scratch = tmp_path_factory.mktemp("scratch")
+    built = ""
+    if shutil.which("nvcc"):
+        # A learner's library as the grader builds it: C++ and the static CUDA runtime.
+        source = tmp_path_factory.mktemp("learner") / "vector_add.cu"
+        source.write_text(NVCC_LEARNER)
+        built = str(source.with_suffix(".so"))
+        subprocess.run(["nvcc", "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-arch=sm_90",
+                        "-o", built, str(source)], check=True, capture_output=True)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        out = subprocess.run([sys.executable, "-c", PROBE, str(scratch), str(repo_root()), str(other.pid)],
+        out = subprocess.run([sys.executable, "-c", PROBE, str(scratch), str(repo_root()), str(other.pid), built],
                              capture_output=True, text=True, timeout=60, cwd=str(scratch),
                              env={**os.environ, "PYTHONPATH": str(repo_root())})
     finally:
@@ -67,7 +105,7 @@ def test_the_learners_process_cannot_touch_the_course_or_other_processes(attempt
     assert any(a.startswith("Landlock") for a in attempts["applied"])
     assert attempts["write the course"] == "denied"
     assert attempts["read the course"] == "denied"          # the hidden solutions live beside it
-    assert attempts["load a library it had not mapped"] == "denied"
+    assert attempts["read a library it had not mapped"] == "denied"
     assert attempts["read its parent's memory"] == "denied"
 
 
@@ -76,6 +114,15 @@ def test_the_learners_process_keeps_what_it_needs(attempts: dict) -> None:
     assert attempts["write its scratch folder"] == "allowed"
     assert attempts["read /etc"] == "allowed"
     assert attempts["signal itself"] == "allowed"           # abort() and raise() signal the process itself
+
+
+@needs_landlock
+def test_a_library_built_by_nvcc_loads_in_the_confined_process(attempts: dict) -> None:
+    """It links libstdc++ and libgcc_s, which the confined process may no longer open: they are
+    loaded before the confinement."""
+    if attempts["load the learner's library"] == "not built":
+        pytest.skip("nvcc is not on PATH")
+    assert attempts["load the learner's library"] == "allowed"
 
 
 @pytest.mark.skipif(not (sys.platform.startswith("linux") and os.uname().machine == "x86_64"),

@@ -19,6 +19,7 @@ learner's grade (a launch error, a crash).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -26,9 +27,13 @@ import signal
 import sys
 from typing import Any
 
-from grader.sandbox.confine import confine
+from grader.sandbox.confine import Confinement, confine
 from grader.sandbox.driver import CudaError, Driver
 
+# What a library built by nvcc (static CUDA runtime) needs besides libc and the driver. Loaded
+# before the confinement: the loader then finds them by name, without opening files it may no
+# longer read.
+RUNTIME_LIBRARIES = ("libstdc++.so.6", "libgcc_s.so.1", "libm.so.6")
 SLEEP_CYCLES = 200_000          # the busy kernel's shortest spin: ~0.1 ms at 2 GHz
 _CTYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int, "l": ctypes.c_int64, "f": ctypes.c_float}
 
@@ -105,6 +110,14 @@ class Server:
         self.reply(event_s=d.elapsed_s() if timed else None, launch_error=launch)
 
 
+def confine_for_learner(scratch: str) -> Confinement:
+    """Load what a learner's library links against, then confine this process for good."""
+    for name in RUNTIME_LIBRARIES:
+        with contextlib.suppress(OSError):
+            ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+    return confine(scratch, [])
+
+
 def main() -> int:
     # Python ignores SIGXFSZ; the default stops this process once the learner's printf passes the
     # grader's limit on its output, instead of dropping the rest silently.
@@ -125,7 +138,7 @@ def main() -> int:
     except (CudaError, KeyError, ValueError) as exc:
         replies.write(json.dumps({"id": 0, "error": f"the grader's memory could not be mapped here: {exc}"}) + "\n")
         return 3
-    confinement = confine(scratch, [])
+    confinement = confine_for_learner(scratch)
     server = Server(driver, replies)
     server.reply(ready=True, arena=arena, confinement=confinement.describe(), applied=confinement.applied)
     return serve(server, sys.stdin)
