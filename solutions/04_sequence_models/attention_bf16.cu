@@ -67,6 +67,10 @@
 #ifndef ATTENTION_PINGPONG
 #define ATTENTION_PINGPONG 1
 #endif
+// Build with -DATTENTION_FORCE_MMA=1 to run the mma.sync path on a Hopper GPU too.
+#ifndef ATTENTION_FORCE_MMA
+#define ATTENTION_FORCE_MMA 0
+#endif
 
 namespace hopper {
 
@@ -660,7 +664,7 @@ extern "C" void attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k,
         std::fprintf(stderr, "attention_bf16: dim must be 64 or 128, got %d\n", dim);
         return;
     }
-    if (hopper::applies(q, k, v)) {
+    if (!ATTENTION_FORCE_MMA && hopper::applies(q, k, v)) {
         const bool launched = dim == 128
                                   ? hopper::launch<hopper::Config128>(q, k, v, o, bh, seq, causal)
                                   : hopper::launch<hopper::Config64>(q, k, v, o, bh, seq, causal);
