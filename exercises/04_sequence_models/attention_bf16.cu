@@ -11,8 +11,8 @@
 // is needed and no memory allocation should be. The grader checks o against a float64
 // reference (rtol 2e-2, atol 3e-2: bf16 has 8 significant bits), then times your function at
 // bh = 128, seq = 4096, dim = 128 against a naive baseline (baselines/attention_bf16.cu, no
-// tensor cores) and against PyTorch's scaled_dot_product_attention (its fastest backend: cuDNN on Hopper), and
-// reports FLOP/s against the bf16 tensor-core peak.
+// tensor cores) and against PyTorch's scaled_dot_product_attention (its fastest backend, cuDNN's
+// on Hopper), and reports FLOP/s against the bf16 tensor-core peak.
 //
 // Hints, a ladder: each rung is a working kernel, and each is faster than the one before.
 //
