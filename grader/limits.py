@@ -55,8 +55,12 @@ def limits_for(device_name: str, copy_gbs: float | None, trusted: bool = True) -
             bandwidth_gbs = spec.memory_bandwidth_gbs
     if measured is not None:
         compute["fp32"] = measured.fp32_tflops
-        if measured.bf16_mma_tflops:
-            compute["bf16_tensor"] = measured.bf16_mma_tflops
+        # The tensor cores' ceiling is the fastest instruction measured for them: wgmma where the
+        # GPU has it (mma.sync reaches about two thirds of it on Hopper), else mma.sync.
+        tensor = max(filter(None, (measured.bf16_mma_tflops,
+                                   getattr(measured, "bf16_wgmma_tflops", None))), default=None)
+        if tensor:
+            compute["bf16_tensor"] = tensor
         source = "copy bandwidth measured now; compute peaks measured by `grade hardware`"
     return Limits(bandwidth_gbs=bandwidth_gbs, compute=compute, source=source,
                   physical_gbs=physical_gbs, physical_tflops=physical_tflops)

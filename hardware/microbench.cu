@@ -38,7 +38,7 @@
 #define SENTINEL (-1234.5678f)
 
 constexpr int kThreads = 256;
-constexpr int kTotal = 9;  // benchmarks, for the "[i/9]" progress prefix
+constexpr int kTotal = 10;  // benchmarks, for the "[i/10]" progress prefix
 
 struct Gpu {
     cudaDeviceProp prop;
@@ -414,6 +414,114 @@ static double bench_mma(const Gpu& gpu) {
     return kMmaFlops * kMmaChains * iters * warps / (ms * 1e-3) / 1e12;
 }
 
+// ---------------------------------------------------------------- BF16 tensor cores (wgmma)
+// Hopper's full tensor-core rate needs wgmma (sm_90a): a warpgroup of 4 warps multiplies 64 x 16
+// by 16 x 256 per instruction, both operands read from shared memory through descriptors. The
+// values do not matter for speed; the operands are small bf16 numbers without swizzle.
+
+constexpr double kWgmmaFlops = 2.0 * 64 * 256 * 16;  // one m64n256k16
+constexpr int kWgmmaPerGroup = 8;                     // products between two waits
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void wgmma_n256(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127 }, %128, %129, 1, 1, 1, 0, 0;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(desc_a), "l"(desc_b));
+}
+
+// No-swizzle K-major descriptor: 8 x 16-byte core matrices, LBO = 128 bytes between the two along
+// K, SBO = 256 bytes between 8-row groups.
+__device__ __forceinline__ uint64_t plain_desc(const void* p) {
+    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | static_cast<uint64_t>(128 >> 4) << 16 |
+           static_cast<uint64_t>(256 >> 4) << 32;
+}
+#endif
+
+__global__ void wgmma_kernel(float* sink, int iters) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __shared__ __align__(128) unsigned short a[64 * 16];
+    __shared__ __align__(128) unsigned short b[256 * 16];
+    for (int i = threadIdx.x; i < 256 * 16; i += blockDim.x) {
+        b[i] = 0x3c00 + (i & 7);
+        if (i < 64 * 16) a[i] = 0x3c00 - (i & 7);
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes -> wgmma
+    __syncthreads();
+    const uint64_t da = plain_desc(a);
+    const uint64_t db = plain_desc(b);
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.f;
+    for (int it = 0; it < iters; ++it) {
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int k = 0; k < kWgmmaPerGroup; ++k) wgmma_n256(d, da, db);
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < 128; ++i) s += d[i];
+    if (s == SENTINEL) sink[0] = s;
+#endif
+}
+
+// 1 where wgmma_kernel was compiled with its body (sm_90a), 0 elsewhere.
+__global__ void wgmma_probe(int* out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    *out = 1;
+#else
+    *out = 0;
+#endif
+}
+
+static bool wgmma_compiled_in() {
+    int* flag = nullptr;
+    int host = 0;
+    CHECK(cudaMalloc(&flag, sizeof(int)));
+    wgmma_probe<<<1, 1>>>(flag);
+    CHECK_LAUNCH();
+    CHECK(cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(flag));
+    return host == 1;
+}
+
+static double bench_wgmma(const Gpu& gpu) {
+    int blocks = full_wave(gpu, wgmma_kernel);
+    int iters = 256;
+    float ms = calibrated_ms(iters, 5.f, [&](int n) {
+        wgmma_kernel<<<blocks, kThreads>>>(gpu.sink, n);
+        CHECK_LAUNCH();
+    });
+    double warpgroups = (double)blocks * kThreads / 128;
+    return kWgmmaFlops * kWgmmaPerGroup * iters * warpgroups / (ms * 1e-3) / 1e12;
+}
+
 // ---------------------------------------------------------------- main
 
 static std::string json_escape(const char* s) {
@@ -469,7 +577,14 @@ int main(int argc, char** argv) {
     } else {
         std::fprintf(stderr, "[8/%d] BF16 mma.sync: skipped (needs sm_80 or newer)\n", kTotal);
     }
-    std::fprintf(stderr, "[9/%d] done\n", kTotal);
+    bool has_wgmma = gpu.prop.major == 9 && wgmma_compiled_in();
+    double wgmma = has_wgmma ? bench_wgmma(gpu) : 0.0;
+    if (has_wgmma) {
+        progress(9, "BF16 wgmma", wgmma, "TFLOP/s");
+    } else {
+        std::fprintf(stderr, "[9/%d] BF16 wgmma: skipped (needs a Hopper GPU and sm_90a)\n", kTotal);
+    }
+    std::fprintf(stderr, "[10/%d] done\n", kTotal);
     CHECK(cudaFree(gpu.sink));
 
     std::printf("{\"device\": \"%s\", \"sm_count\": %d, \"clock_mhz\": %.0f, ",
@@ -482,7 +597,9 @@ int main(int argc, char** argv) {
     std::printf("\"latency_l1_cycles\": %.1f, \"latency_l2_cycles\": %.1f, "
                 "\"latency_hbm_cycles\": %.1f, ",
                 l1_lat.cycles, l2_lat.cycles, hbm_lat.cycles);
-    if (has_mma) std::printf("\"bf16_mma_tflops\": %.1f}\n", mma);
-    else std::printf("\"bf16_mma_tflops\": null}\n");
+    if (has_mma) std::printf("\"bf16_mma_tflops\": %.1f, ", mma);
+    else std::printf("\"bf16_mma_tflops\": null, ");
+    if (has_wgmma) std::printf("\"bf16_wgmma_tflops\": %.1f}\n", wgmma);
+    else std::printf("\"bf16_wgmma_tflops\": null}\n");
     return 0;
 }

@@ -679,3 +679,32 @@ def test_the_untouched_notebook_shows_the_overflow_and_the_ridge_point(capsys):
     assert "nan" in shown and "ridge point" in shown
 
 
+# ------------------------------------------------------------------ when the exponentials are the limit
+
+def test_exp_bottleneck_truth_is_half_the_products_time_at_dim_128(answers):
+    numbers = answers.exp_bottleneck
+    assert numbers["flops_per_exp"] == 512
+    assert numbers["exp_over_matmul"] == pytest.approx(0.5)
+    assert numbers["exp_share_serial"] == pytest.approx(1 / 3)
+    assert numbers["peak_share_serial"] == pytest.approx(2 / 3)
+    assert numbers["exp_over_matmul_dim64"] == pytest.approx(1.0)
+
+
+def test_exp_bottleneck_names_the_ampere_rate(answers):
+    answer = dict(answers.exp_bottleneck, exp_over_matmul=1.0)
+    result = check("04", "exp_bottleneck", answer)
+    assert_fails_naming(result, "exp_over_matmul", "A100")
+
+
+def test_exp_bottleneck_names_the_missing_product(answers):
+    answer = dict(answers.exp_bottleneck, flops_per_exp=256)
+    result = check("04", "exp_bottleneck", answer)
+    assert_fails_naming(result, "flops_per_exp", "Both products")
+
+
+def test_exp_bottleneck_without_a_dict_lists_the_numbers_asked():
+    result = check("04", "exp_bottleneck", None)
+    assert not result.passed
+    for key in ("flops_per_exp", "exp_over_matmul", "exp_share_serial", "peak_share_serial",
+                "exp_over_matmul_dim64"):
+        assert key in result.message

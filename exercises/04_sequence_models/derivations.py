@@ -884,6 +884,78 @@ def check_attention_costs(answer: Any) -> Verdict:
     return Verdict(passed, "\n".join(lines))
 
 
+# ------------------------------------------------------------------ 4b · when the exponentials are the limit
+# Hopper's rates per SM and per clock, dense: 16 results a clock from the special-function unit
+# (MUFU: ex2, lg2, rsqrt, sin, cos; CUDA C++ Programming Guide, arithmetic-instruction throughput
+# for compute capability 9.0), against 4096 bf16 FLOPs (2048 multiply-adds) a clock from the
+# tensor cores through wgmma (H100 whitepaper: twice A100's 1024 multiply-adds per SM and clock;
+# 132 SMs x 4096 x 1.83 GHz = 989 TFLOP/s, the datasheet's dense figure).
+MUFU_PER_CLOCK = 16
+TENSOR_FLOPS_PER_CLOCK = 4096
+EXP_DIM, EXP_DIM_SMALL = 128, 64
+
+
+def _exp_truth() -> dict[str, float]:
+    flops_per_exp = 4 * EXP_DIM  # per score: 2 d FLOPs in S = q k^T, 2 d in O += P v
+    ratio = (1 / MUFU_PER_CLOCK) / (flops_per_exp / TENSOR_FLOPS_PER_CLOCK)
+    ratio_small = (1 / MUFU_PER_CLOCK) / (4 * EXP_DIM_SMALL / TENSOR_FLOPS_PER_CLOCK)
+    return {"flops_per_exp": float(flops_per_exp), "exp_over_matmul": ratio,
+            "exp_share_serial": ratio / (1 + ratio), "peak_share_serial": 1 / (1 + ratio),
+            "exp_over_matmul_dim64": ratio_small}
+
+
+EXP_TRUTH = _exp_truth()
+
+
+def _diag_exp(key: str, factors: dict[float, str]) -> Callable[[float], str | None]:
+    def diagnose(got: float) -> str | None:
+        for factor, text in factors.items():
+            if close(got, EXP_TRUTH[key] * factor, RTOL_COSTS):
+                return text
+        return None
+    return diagnose
+
+
+A100_RATE = ("That is A100's tensor-core rate per SM (1024 multiply-adds a clock); Hopper's wgmma "
+             "does 2048, 4096 FLOPs.")
+EXP_QUESTIONS = (
+    NumericQuestion("flops_per_exp", f"tensor-core FLOPs per exponential at head dim {EXP_DIM}",
+                    EXP_TRUTH["flops_per_exp"], rtol=RTOL_COSTS,
+                    hint="Each score s_ij costs one exp; it took a dot product of length d in S = q k^T "
+                         "and its weight is used in d multiply-adds of O += P v. 2 FLOPs a multiply-add.",
+                    diagnose=_diag_exp("flops_per_exp", {
+                        0.5: "Both products count: S = q k^T and O += P v, each d multiply-adds per score.",
+                        0.25: "Count 2 FLOPs per multiply-add, in both products."})),
+    NumericQuestion("exp_over_matmul", "time of the exponentials / time of the products, one SM, head dim 128",
+                    EXP_TRUTH["exp_over_matmul"], rtol=RTOL_COSTS,
+                    hint=f"Per score: 1 / {MUFU_PER_CLOCK} clock of MUFU against flops_per_exp / "
+                         f"{TENSOR_FLOPS_PER_CLOCK} clock of tensor core.",
+                    diagnose=_diag_exp("exp_over_matmul", {2.0: A100_RATE, 4.0: A100_RATE + " And count "
+                                                           "both products."})),
+    NumericQuestion("exp_share_serial", "share of the time the exponentials take if nothing overlaps them",
+                    EXP_TRUTH["exp_share_serial"], rtol=RTOL_COSTS,
+                    hint="One after the other, a tile takes products + exponentials: the share is "
+                         "r / (1 + r) with r = exp_over_matmul.",
+                    diagnose=_diag_exp("exp_share_serial", {
+                        1.5: "That is exponentials / products; the share is of their sum."})),
+    NumericQuestion("peak_share_serial", "the best share of the tensor-core peak without overlap",
+                    EXP_TRUTH["peak_share_serial"], rtol=RTOL_COSTS,
+                    hint="The tensor cores work only during the products: 1 / (1 + r)."),
+    NumericQuestion("exp_over_matmul_dim64", "exponentials / products at head dim 64",
+                    EXP_TRUTH["exp_over_matmul_dim64"], rtol=RTOL_COSTS,
+                    hint="Half the FLOPs per score, the same exponentials.",
+                    diagnose=_diag_exp("exp_over_matmul_dim64", {0.25: "Halving d halves the products' "
+                                                                 "time, so the ratio doubles.",
+                                                                 2.0: A100_RATE})),
+)
+
+
+def check_exp_bottleneck(answer: Any) -> Verdict:
+    if not isinstance(answer, Mapping):
+        return ask_for_numbers("exp_bottleneck", EXP_QUESTIONS)
+    return check_numbers(answer, EXP_QUESTIONS)
+
+
 # ================================================================== 5 · a training step: attention's backward
 
 ATTENTION_BACKWARD = EXERCISE.task("attention_backward")
@@ -1288,6 +1360,8 @@ PROMPTS = (
            check_online_softmax),
     Prompt("attention_costs", "FLOPs and memory traffic of naive and fused attention", 3.0,
            check_attention_costs),
+    Prompt("exp_bottleneck", "When the exponentials, not the products, set the pace", 1.0,
+           check_exp_bottleneck),
     Prompt("attention_softmax_backward", "Through the softmax backwards: dS, and delta without P", 2.0,
            check_attention_softmax_backward),
     Prompt("backward_costs", "What attention's backward pass costs, and why it recomputes P", 2.0,

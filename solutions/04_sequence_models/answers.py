@@ -115,6 +115,20 @@ attention_costs = {
 }
 
 
+# ------------------------------------------------------------------ 4b · when the exponentials are the limit
+# One exp per score; per score the products do d + d multiply-adds (4d FLOPs). Hopper per SM and
+# clock: 16 exponentials (MUFU), 4096 bf16 tensor FLOPs (wgmma).
+_D_EXP = 128
+_r = (1 / 16) / (4 * _D_EXP / 4096)
+exp_bottleneck = {
+    "flops_per_exp": 4 * _D_EXP,
+    "exp_over_matmul": _r,                  # 0.5
+    "exp_share_serial": _r / (1 + _r),      # 1/3
+    "peak_share_serial": 1 / (1 + _r),      # 2/3
+    "exp_over_matmul_dim64": (1 / 16) / (4 * 64 / 4096),  # 1.0
+}
+
+
 # ------------------------------------------------------------------ 5 · attention's backward
 # Row i of P is softmax(S[i]), so row i of dS is section 1's vector-Jacobian product with
 # g = dP[i]: dS = P * (dP - rowsum(dP * P)). And rowsum(dP * P)[i] = sum_j (dO_i . v_j) P_ij

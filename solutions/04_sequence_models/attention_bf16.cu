@@ -1,127 +1,206 @@
-// Reference solution: flash attention (FlashAttention-2 schedule) on bf16 tensor cores.
+// Reference solution: flash attention on Hopper's asynchronous machinery (FlashAttention-3
+// schedule), with the mma.sync kernel of attention_bf16_mma.cuh as the path for other GPUs.
 //
-// One block of 4 warps computes a 128-row tile of o for one (batch, head); each warp owns
-// 32 query rows (two 16-row mma tiles) and runs its own online softmax over them. Per key
-// tile each warp computes S = Q K^T (mma.sync m16n8k16, Q and K fragments through ldmatrix),
-// the online softmax on S in fp32 registers, then O += P V with P converted to bf16 in
-// registers: the accumulator layout of the first product is the A layout of the second, so
-// P never touches shared memory. V fragments come from ldmatrix.trans.
+// One block computes a 128-row tile of o for one (batch, head) with three warpgroups of 128
+// threads each:
+//   * warpgroup 0, the producer, only loads. One of its threads issues TMA copies (the tensor
+//     copy engine, cp.async.bulk.tensor) of the Q tile and of every K and V tile into a ring of
+//     shared-memory stages; an mbarrier per stage says when a copy has landed ("full") and
+//     another when the consumers are done with it ("empty"). It gives most of its registers
+//     away (setmaxnreg), since it computes nothing.
+//   * warpgroups 1 and 2, the consumers, each own 64 query rows. Per key tile of 128 keys a
+//     consumer computes S = Q K^T with wgmma (both operands read straight from shared memory),
+//     the online softmax of S in fp32 registers, and O += P V with wgmma, P taken from
+//     registers as bf16: the accumulator layout of the first product is the A-operand layout
+//     of the second, so P never touches shared memory.
 //
-// Why these sizes. Every warp reads the whole K and V tile from shared memory, so shared
-// memory bytes per FLOP fall as 1 / (rows per warp): 32 rows per warp halve that traffic
-// compared with 16. For dim = 128 the key tile is 64 wide: O takes 128 fp32 registers and S
-// 64, 255 in all without spilling, and one barrier then covers 64 keys. Two stages of K and
-// V plus the Q tile take 102 KiB, so two blocks (8 warps) share an SM. For dim = 64 the
-// same tiles leave room for a third stage (72 KiB per block, still two blocks per SM). The
-// Q fragments are re-read from shared memory on every key tile rather than kept in
-// registers: for dim = 128 they would need another 64 registers per thread.
+// Hiding the softmax. On Hopper the matrix products of a tile take about as long as the
+// exponentials of its softmax (MUFU.EX2 runs 16 per clock per SM, against 1024 bf16
+// multiply-adds per clock for wgmma: at head dim 128, 64 exponentials per row of 128 keys
+// cost 50% of the products' time, at head dim 64 100%). Two overlaps hide them:
+//   * inside a warpgroup, the products are issued one tile ahead: while O += P_{t-1} V_{t-1}
+//     runs on the tensor cores, the same warps already compute the softmax of S_t, whose
+//     product they issued just before;
+//   * between the two warpgroups (ping-pong): a pair of named barriers lets them take turns
+//     issuing their products, so that one warpgroup's softmax runs while the other's
+//     products occupy the tensor cores.
 //
-// Details of the schedule:
-//   * Online softmax with a lazily moved reference maximum: a row keeps its reference until
-//     a score exceeds it by more than 2^8, so the weights stay below 256 and the output
-//     accumulator is rescaled (dim / 8 multiplies per row fragment) only on the rare tile
-//     where some row of the warp needs it; a warp vote skips the rescale otherwise.
-//   * Scores are scaled into log2 units by the same FFMA that subtracts the reference, so
-//     each weight costs one FFMA and one MUFU.EX2; row max / sum reductions are two shuffles
-//     (the 4 lanes of a quad share a row in the mma layout).
-//   * K and V of one key tile travel as one cp.async group into a ring of shared-memory
-//     stages: one barrier per key tile publishes the landed tile and frees the oldest stage.
-//   * Tiles that cross the sequence end or the causal diagonal take a masked copy of the
-//     softmax; all other tiles run without any mask arithmetic. Causal: key tiles entirely
-//     above a warp's rows are skipped, and the heaviest query tiles start first.
+// Everything else follows the mma.sync solution: scores scaled into log2 units by the FFMA
+// that subtracts the reference maximum, a reference that moves lazily (only when a score
+// exceeds it by 2^8, so the output is rescaled on few tiles), masking only on the tiles that
+// cross the sequence end or the causal diagonal, and the heaviest causal tiles first.
 //
-// On the H200 this plain loop (367 TFLOP/s) outran a software-pipelined variant (290) and
-// one that keeps Q in registers (256).
+// Shared-memory layout. wgmma reads its operands through 64-bit descriptors that describe a
+// canonical layout; the one used here is the 128-byte swizzle, which is also what the TMA
+// writes with CU_TENSOR_MAP_SWIZZLE_128B: a tile [rows][64 bf16] is stored row after row,
+// 128 bytes per row, with the 16-byte chunk c of row r moved to chunk c ^ (r % 8). Rows of
+// 128 bf16 (head dim 128) are stored as two such tiles, columns 0-63 then 64-127. Every tile
+// starts on a 1024-byte boundary (8 rows, one swizzle period), so the descriptors' base
+// offset is 0. Descriptors:
+//   * Q and K are "K-major" operands (the reduction index, the head dim, is contiguous): the
+//     stride between 8-row groups (SBO) is 1024 bytes; a step of 16 along the head dim
+//     advances the start address by 32 bytes inside the swizzled row.
+//   * V in O += P V is "MN-major" (its contiguous index, the head dim, is the N of the
+//     product): the tensor core transposes it on the fly (the last immediate of the
+//     instruction). SBO is then the stride between 8-key groups (1024 bytes), LBO the stride
+//     between the 64-column halves of the head dim (128 keys x 128 bytes = 16 KiB).
 //
-// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"):
-// with g = lane / 4 and c = lane % 4, a thread holds
-//   A (16 x 16): rows g and g+8, columns 2c, 2c+1 and 2c+8, 2c+9     (4 registers of 2 bf16)
-//   B (16 x 8):  column g, rows 2c, 2c+1 and 2c+8, 2c+9              (2 registers)
-//   C (16 x 8):  rows g and g+8, columns 2c, 2c+1                    (4 fp32)
+// Ragged lengths cost nothing extra: the tensor map knows seq, and the TMA fills rows past
+// the end with zeros (their scores are masked; zero V rows meet zero weights).
+//
+// The TMA needs a tensor map, which only the driver API can encode (cuTensorMapEncodeTiled).
+// The library does not link the driver: it asks the runtime for the function's address
+// (cudaGetDriverEntryPointByVersion). Where that fails, the GPU is not a Hopper, or a pointer
+// is not 16-byte aligned, the mma.sync path runs instead.
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 
+#include <cuda.h>  // CUtensorMap and its enums only: the driver is not linked
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-namespace {
+#include "attention_bf16_mma.cuh"
 
-constexpr int kPad = 8;  // bf16 elements (16 bytes) of padding per shared-memory row
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr unsigned kFullMask = 0xffffffffu;
-// A row keeps its old reference maximum until a score exceeds it by more than this many
-// powers of two: the weights exp2(score - reference) then stay below 2^8 = 256, harmless in
-// fp32 and in bf16, and the output accumulator needs rescaling only on the rare tile where
-// some row's maximum jumps by more than that.
-constexpr float kRescaleThreshold = 8.0f;
+// Build with -DATTENTION_PINGPONG=0 to measure what the ping-pong between the consumers buys.
+#ifndef ATTENTION_PINGPONG
+#define ATTENTION_PINGPONG 1
+#endif
+// Build with -DATTENTION_FORCE_MMA=1 to run the mma.sync path on a Hopper GPU too.
+#ifndef ATTENTION_FORCE_MMA
+#define ATTENTION_FORCE_MMA 0
+#endif
+
+namespace hopper {
 
 using bf16 = __nv_bfloat16;
 
-// Tile geometry of one launch. Only the head dimension and the number of shared-memory
-// stages differ between dim 64 and dim 128; the rest is the same for both (see the header).
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr float kRescaleThreshold = 8.0f;  // powers of two, as in the mma.sync path
+
 template <int D_, int STAGES_>
 struct Config {
     static constexpr int D = D_;
     static constexpr int kStages = STAGES_;
-    static constexpr int BC = 64;         // keys per tile
-    static constexpr int kWarps = 4;      // warps per block
-    static constexpr int MT = 2;          // 16-row mma tiles per warp
-    static constexpr int kMinBlocks = 2;  // blocks per SM the registers must allow
-    static constexpr int kThreads = 32 * kWarps;
-    static constexpr int kRowsPerWarp = 16 * MT;
-    static constexpr int kBlockRows = kWarps * kRowsPerWarp;
-    static constexpr int kLd = D + kPad;  // row stride in elements
-    static constexpr int kQElems = kBlockRows * kLd;
-    static constexpr int kStageElems = 2 * BC * kLd;  // one K tile then one V tile
-    static constexpr size_t kSmemBytes =
-        static_cast<size_t>(kQElems + kStages * kStageElems) * sizeof(bf16);
-    static_assert(D % 16 == 0 && BC % 16 == 0, "tiles are whole mma steps");
-    static_assert(kStages >= 2, "the next tile's copy needs a stage of its own");
+    static constexpr int kConsumers = 2;            // consumer warpgroups, 64 query rows each
+    static constexpr bool kPingPong = ATTENTION_PINGPONG != 0;
+    static constexpr int BM = 64 * kConsumers;      // query rows per block
+    static constexpr int BN = 128;                  // keys per tile
+    static constexpr int kThreads = 128 * (1 + kConsumers);
+    static constexpr int kChunks = D / 64;          // 64-column swizzled tiles per row
+    static constexpr int kQBytes = BM * D * 2;
+    static constexpr int kKVBytes = BN * D * 2;     // one K (or V) tile
+    static constexpr int kChunkBytes = BN * 128;    // one 64-column tile of K or V
+    static constexpr int kQChunkBytes = BM * 128;
+    // Q, then the K stages, then the V stages, then the mbarriers; 1 KiB of slack to align
+    // the start to the swizzle period.
+    static constexpr int kKOffset = kQBytes;
+    static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
+    static constexpr int kBarOffset = kVOffset + kStages * kKVBytes;
+    static constexpr int kNumBars = 1 + 3 * kStages;  // q_full, k_full[], v_full[], empty[]
+    static constexpr size_t kSmemBytes = kBarOffset + 8 * kNumBars + 1024;
+    // Registers: the producer keeps 24 per thread, each consumer 240 (setmaxnreg); 128 * 24 +
+    // 256 * 240 = 64512 of the SM's 65536.
+    static constexpr int kProducerRegs = 24;
+    static constexpr int kConsumerRegs = 240;
+    static_assert(D == 64 || D == 128, "head dims 64 and 128");
+    static_assert(kSmemBytes <= 227 * 1024, "fits one block per SM");
 };
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+// ------------------------------------------------------------------ PTX wrappers
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-    const int src_bytes = valid ? 16 : 0;  // 0: write 16 zero bytes instead of copying
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(src_bytes)
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+// Arrive once and tell the barrier to expect `bytes` more from copies before its phase completes.
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                  : "memory");
 }
 
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
-// Wait until at most `pending` of this thread's most recent copy groups are in flight.
+// Wait until the phase of the given parity has completed. A fresh barrier is in phase 0, so
+// waiting for parity 1 returns at once (the producer's first pass through the ring).
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// TMA: copy the box at coordinates (c0 = column, c1 = row, c2 = head) of a 3-D tensor map into
+// shared memory, completing `bytes` on the mbarrier when it lands.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
+                                            int c0, int c1, int c2) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+        : "memory");
+}
+
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+// Wait until at most `pending` of this warpgroup's committed product groups are in flight.
 template <int pending>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(pending) : "memory");
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
+// Registers that an asynchronous product writes or reads must not be touched by the compiler
+// between the product's issue and its wait: this empty asm "redefines" them right after the
+// wait, so that no use of them can be scheduled earlier.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N, int M>
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[N][M]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+#pragma unroll
+        for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+    }
 }
 
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-// c += a * b for one 16x8x16 tile. Not volatile: it is a pure function of its registers,
-// and the compiler may then interleave the products with the softmax arithmetic.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// Shared-memory matrix descriptor of a 128-byte-swizzled operand (see the header comment):
+// start address, leading and stride byte offsets, all in 16-byte units; bits 62-63 = 1 selects
+// the 128-byte swizzle.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
+           static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16 |
+           static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32 | 1ull << 62;
 }
 
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -135,358 +214,461 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// cp.async rows first .. first+ROWS-1 of a [seq][D] matrix into a padded shared tile;
-// rows past the sequence end become zeros. Each thread copies the same 16-byte column of
-// every (kThreads / chunks-per-row)-th row, so all offsets but the tile's first row are
-// compile-time constants and the copy costs few registers.
-template <class C, int ROWS>
-__device__ __forceinline__ void load_tile(bf16* tile, const bf16* src, int first, int seq) {
-    constexpr int kChunksPerRow = C::D / 8;  // 16-byte chunks
-    constexpr int kChunks = ROWS * kChunksPerRow;
-    constexpr int kRowStep = C::kThreads / kChunksPerRow;
-    static_assert(C::kThreads % kChunksPerRow == 0, "a thread keeps one column");
-    const int r0 = threadIdx.x / kChunksPerRow;
-    const int c = (threadIdx.x % kChunksPerRow) * 8;
-    const uint32_t dst = smem_addr(tile + r0 * C::kLd + c);
-    const bf16* g = src + static_cast<size_t>(first + r0) * C::D + c;
-#pragma unroll
-    for (int i = 0; i < (kChunks + C::kThreads - 1) / C::kThreads; ++i) {
-        if (kChunks % C::kThreads == 0 || threadIdx.x + i * C::kThreads < kChunks) {
-            const bool valid = first + r0 + i * kRowStep < seq;
-            cp_async_16(dst + i * kRowStep * C::kLd * sizeof(bf16),
-                        valid ? g + i * kRowStep * C::D : src, valid);
-        }
-    }
+// wgmma wrappers. One instruction multiplies a 64 x 16 A by a 16 x N B for the whole warpgroup.
+// Accumulator layout (the same per warp as mma.sync's 16 x 8 tiles, side by side): warp w of
+// the warpgroup holds rows 16w + g and 16w + g + 8 (g = lane / 4), and d[4j + e] is column
+// 8j + 2(lane % 4) + (e % 2) of row 16w + g + 8(e / 2). The register A operand has mma.sync's
+// A layout for the warp's 16 rows.
+// d (64 x 128, fp32) = A (64 x 16) * B (16 x 128) + (accumulate ? d : 0). A and B both in
+// shared memory, K-major (the 16 k-values of a row are contiguous).
+__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                             int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63 }, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
-template <class C>
-using Scores = float[C::MT][C::BC / 8][4];
-template <class C>
-using PFrags = uint32_t[C::MT][C::BC / 16][4];
-template <class C>
-using Acc = float[C::MT][C::D / 8][4];
-template <class C>
-using RowStat = float[C::MT][2];
-
-// s = Q K^T for one key tile. q_base / k_base are this lane's ldmatrix addresses of the
-// warp's Q rows and of the tile's K rows.
-template <class C>
-__device__ __forceinline__ void tile_scores(Scores<C>& s, uint32_t q_base, uint32_t k_base) {
-    constexpr int MT = C::MT;
-    constexpr int kLd = C::kLd;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int nt = 0; nt < C::BC / 8; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
-        }
-    }
-#pragma unroll
-    for (int kk = 0; kk < C::D / 16; ++kk) {
-        uint32_t qa[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            ldmatrix_x4(qa[mt], q_base + (mt * 16 * kLd + kk * 16) * sizeof(bf16));
-        }
-#pragma unroll
-        for (int np = 0; np < C::BC / 16; ++np) {
-            uint32_t kb[4];
-            ldmatrix_x4(kb, k_base + (np * 16 * kLd + kk * 16) * sizeof(bf16));
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                mma_bf16(s[mt][2 * np], qa[mt], kb[0], kb[1]);
-                mma_bf16(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
-            }
-        }
-    }
+// d (64 x 128, fp32) += A (64 x 16, bf16 pairs in registers) * B (16 x 128, shared memory,
+// MN-major: the last immediate asks the tensor core to transpose it on the fly).
+__device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a)[4],
+                                             uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63 }, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
-// acc += P V for one key tile; v_base is this lane's ldmatrix.trans address in the V tile.
-template <class C>
-__device__ __forceinline__ void tile_pv(Acc<C>& acc, const PFrags<C>& p, uint32_t v_base) {
-#pragma unroll
-    for (int kk = 0; kk < C::BC / 16; ++kk) {
-#pragma unroll
-        for (int dp = 0; dp < C::D / 16; ++dp) {
-            uint32_t vb[4];
-            ldmatrix_x4_trans(vb, v_base + (kk * 16 * C::kLd + dp * 16) * sizeof(bf16));
-#pragma unroll
-            for (int mt = 0; mt < C::MT; ++mt) {
-                mma_bf16(acc[mt][2 * dp], p[mt][kk], vb[0], vb[1]);
-                mma_bf16(acc[mt][2 * dp + 1], p[mt][kk], vb[2], vb[3]);
-            }
-        }
-    }
+// d (64 x 64, fp32) += A (64 x 16, bf16 pairs in registers) * B (16 x 64, shared memory,
+// MN-major: the last immediate asks the tensor core to transpose it on the fly).
+__device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4],
+                                             uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31 }, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
-// Online softmax of one score tile. m holds each row's reference maximum in log2 units
-// (already multiplied by scale_log2), l this lane's share of the row sum. Writes the bf16
-// weights p (the C layout of the first product is the A layout of the second) and the
-// factor alpha by which each row's accumulator must be multiplied; returns whether any
-// alpha of this lane differs from 1. MASK: the tile crosses the sequence end or the causal
-// diagonal, so scores are masked first; every other tile skips that arithmetic entirely.
-template <class C, bool MASK>
-__device__ __forceinline__ bool tile_softmax(Scores<C>& s, RowStat<C>& m, RowStat<C>& l,
-                                             RowStat<C>& alpha, PFrags<C>& p, int k0,
-                                             int lane_row0, int lane_col, int seq, int causal,
-                                             float scale_log2) {
-    constexpr int MT = C::MT;
-    constexpr int NT = C::BC / 8;
+// ------------------------------------------------------------------ the online softmax
+
+// Online softmax of one 64 x 128 score tile, this thread's two rows (row0 and row0 + 8).
+// m holds each row's reference maximum in log2 units, l this thread's share of the row sum
+// (the 4 threads of a quad share a row). Overwrites s with the weights exp2(s * scale_log2 -
+// m) and sets alpha, the factor by which each row's output must be multiplied; returns
+// whether any alpha of this thread differs from 1. MASK: the tile crosses the sequence end or
+// the causal diagonal; all other tiles skip the mask arithmetic.
+template <bool MASK>
+__device__ __forceinline__ bool softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2],
+                                             float (&alpha)[2], int k0, int row0, int col0,
+                                             int seq, int causal, float scale_log2) {
     if constexpr (MASK) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
+        for (int j = 0; j < 16; ++j) {
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int row = lane_row0 + mt * 16 + (e / 2) * 8;
-                    const int key = k0 + nt * 8 + lane_col * 2 + (e % 2);
-                    if (key >= seq || (causal && key > row)) s[mt][nt][e] = -INFINITY;
-                }
+            for (int e = 0; e < 4; ++e) {
+                const int row = row0 + (e / 2) * 8;
+                const int key = k0 + j * 8 + col0 + (e % 2);
+                if (key >= seq || (causal && key > row)) s[4 * j + e] = -INFINITY;
             }
         }
     }
-    bool rescale = false;
+    bool moved_any = false;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
+    for (int h = 0; h < 2; ++h) {
+        float tile_max = -INFINITY;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {  // element e of a C fragment lies in row half e / 2
-            float tile_max = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-            }
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 2));
-            const float seen = tile_max * scale_log2;  // -inf stays -inf (scale_log2 > 0)
-            const float m_old = m[mt][h];
-            // -inf + threshold is -inf, so the first visible key always sets the reference.
-            const float m_new = seen > m_old + kRescaleThreshold ? seen : m_old;
-            const bool moved = m_new != m_old;
-            alpha[mt][h] = moved ? fast_exp2(m_old - m_new) : 1.0f;  // exp2(-inf) = 0
-            rescale |= moved;
-            m[mt][h] = m_new;
-            // A row with no visible key so far keeps -inf; shift by 0 so exp2 gives 0.
-            const float shift = m_new == -INFINITY ? 0.0f : m_new;
-            float sum0 = 0.0f;
-            float sum1 = 0.0f;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                s[mt][nt][2 * h] = fast_exp2(fmaf(s[mt][nt][2 * h], scale_log2, -shift));
-                s[mt][nt][2 * h + 1] =
-                    fast_exp2(fmaf(s[mt][nt][2 * h + 1], scale_log2, -shift));
-                sum0 += s[mt][nt][2 * h];
-                sum1 += s[mt][nt][2 * h + 1];
-            }
-            l[mt][h] = fmaf(l[mt][h], alpha[mt][h], sum0 + sum1);
+        for (int j = 0; j < 16; ++j) {
+            tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
         }
-    }
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 2));
+        const float seen = tile_max * scale_log2;  // -inf stays -inf
+        const float m_old = m[h];
+        // -inf + threshold is -inf, so the first visible key always sets the reference.
+        const float m_new = seen > m_old + kRescaleThreshold ? seen : m_old;
+        const bool moved = m_new != m_old;
+        alpha[h] = moved ? fast_exp2(m_old - m_new) : 1.0f;  // exp2(-inf) = 0
+        moved_any |= moved;
+        m[h] = m_new;
+        const float shift = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet
+        float sum0 = 0.0f;
+        float sum1 = 0.0f;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int kk = 0; kk < C::BC / 16; ++kk) {
-            // The C fragments of key tiles 2kk and 2kk+1 are the A fragment of k-step kk.
-            p[mt][kk][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-            p[mt][kk][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-            p[mt][kk][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-            p[mt][kk][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        for (int j = 0; j < 16; ++j) {
+            s[4 * j + 2 * h] = fast_exp2(fmaf(s[4 * j + 2 * h], scale_log2, -shift));
+            s[4 * j + 2 * h + 1] = fast_exp2(fmaf(s[4 * j + 2 * h + 1], scale_log2, -shift));
+            sum0 += s[4 * j + 2 * h];
+            sum1 += s[4 * j + 2 * h + 1];
         }
+        l[h] = fmaf(l[h], alpha[h], sum0 + sum1);
     }
-    return rescale;
+    return moved_any;
 }
 
-template <class C>
-__device__ __forceinline__ void rescale_acc(Acc<C>& acc, const RowStat<C>& alpha) {
+// The weights as the A operand of O += P V: k-step kk (keys 16kk .. 16kk + 15) takes the
+// accumulator columns of 8-column groups 2kk and 2kk + 1.
+__device__ __forceinline__ void weights_to_bf16(uint32_t (&p)[8][4], const float (&s)[64]) {
 #pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt) {
-#pragma unroll
-        for (int nd = 0; nd < C::D / 8; ++nd) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                acc[mt][nd][2 * h] *= alpha[mt][h];
-                acc[mt][nd][2 * h + 1] *= alpha[mt][h];
-            }
-        }
+    for (int kk = 0; kk < 8; ++kk) {
+        p[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);  // row g,     keys 2c, 2c+1
+        p[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);  // row g + 8, keys 2c, 2c+1
+        p[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);  // row g,     keys 2c+8, 2c+9
+        p[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);  // row g + 8, keys 2c+8, 2c+9
     }
 }
 
+// ------------------------------------------------------------------ the kernel
+
 template <class C>
-__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
-    flash_attention_bf16_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
-                                const bf16* __restrict__ v, bf16* __restrict__ o, int seq,
-                                int causal) {
+__global__ void __launch_bounds__(C::kThreads, 1)
+    attention_kernel(const __grid_constant__ CUtensorMap tm_q,
+                     const __grid_constant__ CUtensorMap tm_k,
+                     const __grid_constant__ CUtensorMap tm_v, bf16* __restrict__ o, int seq,
+                     int causal) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int D = C::D;
-    constexpr int BC = C::BC;
-    constexpr int MT = C::MT;
-    constexpr int R = C::kRowsPerWarp;
+    constexpr int BM = C::BM;
+    constexpr int BN = C::BN;
     constexpr int NS = C::kStages;
-    constexpr int kLd = C::kLd;
-    extern __shared__ uint4 smem_raw[];
-    bf16* q_s = reinterpret_cast<bf16*>(smem_raw);
-    bf16* kv_s = q_s + C::kQElems;  // stage t: K tile, then V tile
+    constexpr int K = C::kConsumers;
 
-    const int warp = threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
-    const int quad_row = lane / 4;  // g in the fragment layouts
-    const int quad_col = lane % 4;  // c in the fragment layouts
+    // Every swizzled tile must start on a 1024-byte boundary: align the buffer by hand.
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const uint32_t q_s = base;
+    const uint32_t k_s = base + C::kKOffset;
+    const uint32_t v_s = base + C::kVOffset;
+    const uint32_t bars = base + C::kBarOffset;
+    const uint32_t q_full = bars;
+    auto k_full = [&](int st) { return bars + 8u * (1 + st); };
+    auto v_full = [&](int st) { return bars + 8u * (1 + NS + st); };
+    auto empty = [&](int st) { return bars + 8u * (1 + 2 * NS + st); };
 
     // Causal: the last query tiles see the most keys, so they start first.
     const int q_tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int q0 = q_tile * C::kBlockRows;
-    const size_t head = static_cast<size_t>(blockIdx.y) * seq * D;
-    const bf16* qh = q + head;
-    const bf16* kh = k + head;
-    const bf16* vh = v + head;
+    const int q0 = q_tile * BM;
+    const int head = blockIdx.y;
+    const int kv_tiles = (seq + BN - 1) / BN;
+    const int num_tiles = causal ? min(kv_tiles, (q0 + BM + BN - 1) / BN) : kv_tiles;
+    const int wg = threadIdx.x / 128;
 
-    const int kv_end = causal ? min(seq, q0 + C::kBlockRows) : seq;
-    const int num_tiles = (kv_end + BC - 1) / BC;
-    const int warp_row0 = q0 + warp * R;
-    const bool warp_has_rows = warp_row0 < seq;
-    const float scale_log2 = kLog2e / sqrtf(static_cast<float>(D));
-
-    // Does this warp compute anything on key tile t? (Warp-uniform.)
-    auto tile_active = [&](int t) {
-        return t < num_tiles && warp_has_rows && !(causal && t * BC > warp_row0 + R - 1);
-    };
-    // Does key tile t cross the sequence end or this warp's part of the diagonal?
-    auto tile_masked = [&](int t) {
-        return t * BC + BC > seq || (causal && t * BC + BC - 1 > warp_row0);
-    };
-    auto load_kv = [&](int t) {
-        if (t < num_tiles) {
-            bf16* stage = kv_s + (t % NS) * C::kStageElems;
-            load_tile<C, BC>(stage, kh, t * BC, seq);
-            load_tile<C, BC>(stage + BC * kLd, vh, t * BC, seq);
+    if (threadIdx.x == 0) {
+        mbar_init(q_full, 1);
+#pragma unroll
+        for (int st = 0; st < NS; ++st) {
+            mbar_init(k_full(st), 1);
+            mbar_init(v_full(st), 1);
+            mbar_init(empty(st), 4 * K);  // lane 0 of every consumer warp
         }
-    };
-
-    // Per-lane ldmatrix row/column offsets (see the layouts in the header comment).
-    // A operand (Q): (rows 0-7, k 0-7), (rows 8-15, k 0-7), (0-7, 8-15), (8-15, 8-15).
-    const int a_row = (lane % 8) + ((lane / 8) % 2) * 8;
-    const int a_col = (lane / 16) * 8;
-    // B operand from K [key][dim]: (keys 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15)
-    // gives b0, b1 of key tile n and b0, b1 of key tile n + 8.
-    const int kb_row = (lane % 8) + (lane / 16) * 8;
-    const int kb_col = ((lane / 8) % 2) * 8;
-    // B operand from V [key][dim] through .trans: (keys 0-7, dims 0-7), (8-15, 0-7),
-    // (0-7, 8-15), (8-15, 8-15) gives b0, b1 of dim tile n and b0, b1 of dim tile n + 8.
-    const int vb_row = (lane % 8) + ((lane / 8) % 2) * 8;
-    const int vb_col = (lane / 16) * 8;
-
-    const uint32_t q_base = smem_addr(q_s + (warp * R + a_row) * kLd + a_col);
-    const uint32_t kv_base = smem_addr(kv_s);
-    const uint32_t k_lane = (kb_row * kLd + kb_col) * sizeof(bf16);
-    const uint32_t v_lane = (BC * kLd + vb_row * kLd + vb_col) * sizeof(bf16);
-    auto k_addr = [&](int t) {
-        return kv_base + (t % NS) * (C::kStageElems * sizeof(bf16)) + k_lane;
-    };
-    auto v_addr = [&](int t) {
-        return kv_base + (t % NS) * (C::kStageElems * sizeof(bf16)) + v_lane;
-    };
-    const int lane_row0 = warp_row0 + quad_row;
-
-    Acc<C> acc;
-    RowStat<C> row_max;  // reference maximum, log2 units
-    RowStat<C> row_sum;  // this lane's share; the quad's 4 shares are summed at the end
-    RowStat<C> alpha;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            row_max[mt][h] = -INFINITY;
-            row_sum[mt][h] = 0.0f;
-        }
-#pragma unroll
-        for (int nd = 0; nd < D / 8; ++nd) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[mt][nd][e] = 0.0f;
-        }
+        // Make the initialised barriers visible to the tensor copy engine (the async proxy).
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    Scores<C> s;
-    PFrags<C> p;
-
-    // Copy groups, in commit order: {Q, tile 0}, {tile 1}, ..., {tile NS-2}, then one per
-    // loop iteration (empty past the last tile, which keeps the count uniform).
-    load_tile<C, C::kBlockRows>(q_s, qh, q0, seq);
-    load_kv(0);
-    cp_async_commit();
-#pragma unroll
-    for (int t = 1; t <= NS - 2; ++t) {
-        load_kv(t);
-        cp_async_commit();
-    }
-    cp_async_wait<NS - 2>();  // Q and tile 0 have landed
     __syncthreads();
 
-    for (int t = 0; t < num_tiles; ++t) {
-        // Tiles up to t have landed; the barrier publishes tile t and tells us every warp
-        // has finished tile t-1, whose stage the next copy overwrites.
-        cp_async_wait<NS - 2>();
-        __syncthreads();
-        load_kv(t + NS - 1);
-        cp_async_commit();
-
-        if (tile_active(t)) {
-            tile_scores<C>(s, q_base, k_addr(t));
-            const bool moved =
-                tile_masked(t)
-                    ? tile_softmax<C, true>(s, row_max, row_sum, alpha, p, t * BC, lane_row0,
-                                            quad_col, seq, causal, scale_log2)
-                    : tile_softmax<C, false>(s, row_max, row_sum, alpha, p, t * BC, lane_row0,
-                                             quad_col, seq, causal, scale_log2);
-            if (__any_sync(kFullMask, moved)) rescale_acc<C>(acc, alpha);
-            tile_pv<C>(acc, p, v_addr(t));
-        }
-    }
-    cp_async_wait<0>();  // leave no copy in flight when the block exits
-
-    // Normalise by the full row sum (the 4 lanes of a quad hold its parts) and store.
+    if (wg == 0) {
+        // ---------------------------------------------------------------- producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProducerRegs));
+        if (threadIdx.x == 0) {
+            mbar_expect_tx(q_full, C::kQBytes);
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
+            for (int c = 0; c < C::kChunks; ++c) {
+                tma_load_3d(q_s + c * C::kQChunkBytes, &tm_q, q_full, c * 64, q0, head);
+            }
+            for (int t = 0; t < num_tiles; ++t) {
+                const int st = t % NS;
+                // Wait until the consumers are done with the tile this stage held last round.
+                mbar_wait(empty(st), ((t / NS) & 1) ^ 1);
+                mbar_expect_tx(k_full(st), C::kKVBytes);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float total = row_sum[mt][h];
-            total += __shfl_xor_sync(kFullMask, total, 1);
-            total += __shfl_xor_sync(kFullMask, total, 2);
-            const float inv = 1.0f / total;
-            const int row = lane_row0 + mt * 16 + h * 8;
-            if (row < seq) {
-                bf16* out = o + head + static_cast<size_t>(row) * D + quad_col * 2;
+                for (int c = 0; c < C::kChunks; ++c) {
+                    tma_load_3d(k_s + st * C::kKVBytes + c * C::kChunkBytes, &tm_k, k_full(st),
+                                c * 64, t * BN, head);
+                }
+                mbar_expect_tx(v_full(st), C::kKVBytes);
 #pragma unroll
-                for (int nd = 0; nd < D / 8; ++nd) {
-                    *reinterpret_cast<__nv_bfloat162*>(out + nd * 8) = __floats2bfloat162_rn(
-                        acc[mt][nd][2 * h] * inv, acc[mt][nd][2 * h + 1] * inv);
+                for (int c = 0; c < C::kChunks; ++c) {
+                    tma_load_3d(v_s + st * C::kKVBytes + c * C::kChunkBytes, &tm_v, v_full(st),
+                                c * 64, t * BN, head);
                 }
             }
         }
+        return;
     }
+
+    // -------------------------------------------------------------------- consumers
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::kConsumerRegs));
+    const int cw = wg - 1;  // which consumer: rows q0 + 64 cw .. q0 + 64 cw + 63
+    const int warp = (threadIdx.x / 32) % 4;
+    const int lane = threadIdx.x % 32;
+    const int row0 = q0 + cw * 64 + warp * 16 + lane / 4;  // and row0 + 8
+    const int col0 = 2 * (lane % 4);
+    const float scale_log2 = kLog2e / sqrtf(static_cast<float>(D));
+
+    float s[64];       // scores, then weights, of one 64 x 128 tile
+    float acc[D / 2];  // the 64 x D output tile
+    uint32_t p[8][4];  // the weights as bf16 A fragments
+    float m[2] = {-INFINITY, -INFINITY};
+    float l[2] = {0.0f, 0.0f};
+    float alpha[2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
+
+    // S = Q K^T of the tile in stage st: D / 16 steps along the head dim. Step kk reads
+    // column chunk kk / 4 at byte offset 32 (kk % 4) inside the swizzled rows.
+    const uint32_t q_rows = q_s + cw * 64 * 128;
+    auto issue_scores = [&](int st) {
+        const uint32_t k_tile = k_s + st * C::kKVBytes;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const uint32_t offset = (kk / 4) * C::kChunkBytes + (kk % 4) * 32;
+            const uint32_t q_offset = (kk / 4) * C::kQChunkBytes + (kk % 4) * 32;
+            wgmma_ss_n128(s, smem_desc(q_rows + q_offset, 16, 1024),
+                          smem_desc(k_tile + offset, 16, 1024), kk > 0);
+        }
+    };
+    // O += P V of the tile in stage st: 8 steps of 16 keys, 2048 bytes apart.
+    auto issue_pv = [&](int st) {
+        const uint32_t v_tile = v_s + st * C::kKVBytes;
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+            const uint64_t desc = smem_desc(v_tile + kk * 16 * 128, C::kChunkBytes, 1024);
+            if constexpr (D == 128) {
+                wgmma_rs_n128(acc, p[kk], desc);
+            } else {
+                wgmma_rs_n64(acc, p[kk], desc);
+            }
+        }
+    };
+    // Tell the producer this warp is done with stage st (both its K and its V).
+    auto release = [&](int st) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty(st));
+    };
+    // Ping-pong: consumer cw issues its products only between the sync on its own named
+    // barrier and the arrive on the next consumer's; barrier ids 1 .. K (0 is __syncthreads).
+    // The last consumer's last arrive is left out, as nobody waits for it.
+    auto turn_begin = [&]() {
+        if constexpr (C::kPingPong) named_bar_sync(1 + cw, 256);
+    };
+    auto turn_end = [&](bool last) {
+        if constexpr (C::kPingPong) {
+            if (!(last && cw == K - 1)) named_bar_arrive(1 + (cw + 1) % K, 256);
+        }
+    };
+    auto tile_masked = [&](int t) {
+        return (t + 1) * BN > seq || (causal && (t + 1) * BN - 1 > q0 + cw * 64);
+    };
+    auto softmax = [&](int t) {
+        return tile_masked(t) ? softmax_tile<true>(s, m, l, alpha, t * BN, row0, col0, seq,
+                                                   causal, scale_log2)
+                              : softmax_tile<false>(s, m, l, alpha, t * BN, row0, col0, seq,
+                                                    causal, scale_log2);
+    };
+
+    if (C::kPingPong && cw == K - 1) named_bar_arrive(1, 256);  // consumer 0 goes first
+    mbar_wait(q_full, 0);
+
+    // Tile 0: its scores alone.
+    turn_begin();
+    mbar_wait(k_full(0), 0);
+    wgmma_fence();
+    issue_scores(0);
+    wgmma_commit();
+    turn_end(false);
+    wgmma_wait<0>();
+    fence_regs(s);
+    softmax(0);  // the output is still zero: nothing to rescale
+    weights_to_bf16(p, s);
+
+    // Tile t: scores of t and the product with the weights of t - 1 go out together; the
+    // softmax of t runs while the tensor cores still work on P_{t-1} V_{t-1}.
+    for (int t = 1; t < num_tiles; ++t) {
+        const int st = t % NS;
+        const int prev = (t - 1) % NS;
+        turn_begin();
+        mbar_wait(k_full(st), (t / NS) & 1);
+        wgmma_fence();
+        issue_scores(st);
+        wgmma_commit();
+        mbar_wait(v_full(prev), ((t - 1) / NS) & 1);
+        issue_pv(prev);
+        wgmma_commit();
+        turn_end(false);
+
+        wgmma_wait<1>();  // the scores have landed; P V may still run
+        fence_regs(s);
+        const bool moved = softmax(t);
+        wgmma_wait<0>();  // P_{t-1} V_{t-1} is done: acc and p may change, stage prev is free
+        fence_regs(acc);
+        fence_regs(p);
+        fence_regs(s);
+        release(prev);
+        if (__any_sync(kFullMask, moved)) {
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j) {
+                acc[4 * j + 0] *= alpha[0];
+                acc[4 * j + 1] *= alpha[0];
+                acc[4 * j + 2] *= alpha[1];
+                acc[4 * j + 3] *= alpha[1];
+            }
+        }
+        weights_to_bf16(p, s);
+    }
+
+    // The last tile's product.
+    const int last = (num_tiles - 1) % NS;
+    turn_begin();
+    mbar_wait(v_full(last), ((num_tiles - 1) / NS) & 1);
+    wgmma_fence();
+    issue_pv(last);
+    wgmma_commit();
+    turn_end(true);
+    wgmma_wait<0>();
+    fence_regs(acc);
+    release(last);
+
+    // Normalise by the full row sums (the 4 threads of a quad hold their parts) and store.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float total = l[h];
+        total += __shfl_xor_sync(kFullMask, total, 1);
+        total += __shfl_xor_sync(kFullMask, total, 2);
+        const float inv = 1.0f / total;
+        const int row = row0 + 8 * h;
+        if (row < seq) {
+            bf16* out = o + (static_cast<size_t>(head) * seq + row) * D + col0;
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j) {
+                *reinterpret_cast<__nv_bfloat162*>(out + 8 * j) = __floats2bfloat162_rn(
+                    acc[4 * j + 2 * h] * inv, acc[4 * j + 2 * h + 1] * inv);
+            }
+        }
+    }
+#else
+    __trap();  // built without sm_90a: the host never launches this kernel then (see below)
+#endif
+}
+
+// ------------------------------------------------------------------ host side
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// The driver's cuTensorMapEncodeTiled, found through the runtime (null if unavailable).
+EncodeTiled encoder() {
+    static const EncodeTiled fn = [] {
+        void* ptr = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+        const cudaError_t err = cudaGetDriverEntryPointByVersion(
+            "cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &found);
+        if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+            cudaGetLastError();  // leave no error behind for the caller to find
+            return static_cast<EncodeTiled>(nullptr);
+        }
+        return reinterpret_cast<EncodeTiled>(ptr);
+    }();
+    return fn;
+}
+
+// A [bh][seq][dim] bf16 tensor as a 3-D tensor map (innermost first) whose box is 64 columns
+// (128 bytes, the widest box the 128-byte swizzle allows) by box_rows rows of one head.
+bool make_map(CUtensorMap* map, const bf16* ptr, int bh, int seq, int dim, int box_rows) {
+    const EncodeTiled encode = encoder();
+    if (encode == nullptr) return false;
+    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(dim), static_cast<cuuint64_t>(seq),
+                                static_cast<cuuint64_t>(bh)};
+    const cuuint64_t strides[2] = {static_cast<cuuint64_t>(dim) * 2,
+                                   static_cast<cuuint64_t>(seq) * dim * 2};  // bytes
+    const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_rows), 1};
+    const cuuint32_t elem_strides[3] = {1, 1, 1};
+    // OOB_FILL_NONE: elements outside the tensor (rows past seq) arrive as zeros.
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(ptr), dims,
+                  strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <class C>
-void launch(const bf16* q, const bf16* k, const bf16* v, bf16* o, int bh, int seq, int causal) {
-    const auto kernel = flash_attention_bf16_kernel<C>;
+bool launch(const bf16* q, const bf16* k, const bf16* v, bf16* o, int bh, int seq, int causal) {
+    CUtensorMap tm_q;
+    CUtensorMap tm_k;
+    CUtensorMap tm_v;
+    if (!make_map(&tm_q, q, bh, seq, C::D, C::BM) || !make_map(&tm_k, k, bh, seq, C::D, C::BN) ||
+        !make_map(&tm_v, v, bh, seq, C::D, C::BN)) {
+        return false;
+    }
+    const auto kernel = attention_kernel<C>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(C::kSmemBytes));
-    const dim3 grid((seq + C::kBlockRows - 1) / C::kBlockRows, bh);
-    kernel<<<grid, C::kThreads, C::kSmemBytes>>>(q, k, v, o, seq, causal);
+    const dim3 grid((seq + C::BM - 1) / C::BM, bh);
+    kernel<<<grid, C::kThreads, C::kSmemBytes>>>(tm_q, tm_k, tm_v, o, seq, causal);
+    return true;
 }
 
-// dim 64: three K/V stages. dim 128: two, so that two blocks still share an SM.
-using Config64 = Config<64, 3>;
-using Config128 = Config<128, 2>;
+// The TMA path needs a Hopper GPU and 16-byte-aligned tensors.
+bool applies(const void* q, const void* k, const void* v) {
+    int device = 0;
+    int major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+    return major == 9 && aligned(q) && aligned(k) && aligned(v);
+}
 
-}  // namespace
+// dim 128: two K/V stages (Q 32 KiB + 2 x 64 KiB); dim 64: three (Q 16 KiB + 3 x 32 KiB).
+using Config128 = Config<128, 2>;
+using Config64 = Config<64, 3>;
+
+}  // namespace hopper
 
 extern "C" void attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k,
                                const __nv_bfloat16* v, __nv_bfloat16* o, int bh, int seq,
                                int dim, int causal) {
     if (bh <= 0 || seq <= 0) return;
-    if (dim == 64) {
-        launch<Config64>(q, k, v, o, bh, seq, causal);
-    } else if (dim == 128) {
-        launch<Config128>(q, k, v, o, bh, seq, causal);
-    } else {
+    if (dim != 64 && dim != 128) {
         std::fprintf(stderr, "attention_bf16: dim must be 64 or 128, got %d\n", dim);
+        return;
     }
+    if (!ATTENTION_FORCE_MMA && hopper::applies(q, k, v)) {
+        const bool launched = dim == 128
+                                  ? hopper::launch<hopper::Config128>(q, k, v, o, bh, seq, causal)
+                                  : hopper::launch<hopper::Config64>(q, k, v, o, bh, seq, causal);
+        if (launched) return;
+    }
+    mma_path::attention(q, k, v, o, bh, seq, dim, causal);
 }
