@@ -7,6 +7,7 @@
     grade exercise 01 --no-profile         skip Nsight Compute
     grade exercise 01 --sanitize           correctness under compute-sanitizer (memcheck, racecheck)
     grade model                            the capstone: train and serve a model on your kernels
+    grade model NAME                       ... one of its models by name (`grade model --list`)
     grade model --submission DIR           ... with the exercise folders in DIR
     grade list                             exercises, tasks and your last results
     grade hardware                         measure this GPU's real ceilings
@@ -119,22 +120,36 @@ def exercise_cmd(
 
 @app.command("model", cls=Command)
 def model_cmd(
+    name: Annotated[Optional[str], typer.Argument(metavar="[MODEL]", help="which of the capstone's models "
+                                                  "(`grade model --list` names them; the first by default)")] = None,
     submission: Annotated[Optional[Path], typer.Option(metavar="DIR", help="folder holding your exercise folders, "
                                                                          "as exercises/ does (the default)")] = None,
-    out: Annotated[Path, typer.Option(metavar="DIR", help="folder for the loss curve (loss_curve.png) and the "
-                                                          "exported model (model.onnx)")] = Path("model-report"),
+    out: Annotated[Path, typer.Option(metavar="DIR", help="folder for the report's plots (loss_curve.png) and "
+                                                          "files (model.onnx)")] = Path("model-report"),
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON on stdout")] = False,
+    steps: Annotated[Optional[int], typer.Option(metavar="N", min=1, help="train for N steps instead of the "
+                                                 "model's own number (models that take it)")] = None,
+    size: Annotated[Optional[str], typer.Option(metavar="SIZE", help="a smaller size of the model, e.g. small "
+                                                "(models that take it)")] = None,
     tensorrt: Annotated[bool, typer.Option("--tensorrt", help="also build TensorRT FP16 and INT8 engines "
                                                               "from the exported model, where TensorRT is "
-                                                              "installed")] = False,
+                                                              "installed (models that take it)")] = False,
+    list_models: Annotated[bool, typer.Option("--list", help="list the capstone's models and exit")] = False,
 ) -> None:
-    """The capstone: train a model on your own kernels, serve it in INT8, compare it with PyTorch's."""
-    from grader.model import ModelError, grade_model, render_rich
+    """The capstone: train a model on your own kernels, serve it, compare it with PyTorch's."""
+    from grader.model import ModelError, grade_model, load_capstone, model_names, render_rich
 
     err = Console(stderr=True)
     began = time.perf_counter()
     try:
-        result = grade_model(submission, out, tensorrt=tensorrt,
+        if list_models:
+            for n in model_names():
+                model = load_capstone(n)
+                typer.echo(f"{n}: {model['model']}" + (f" (options: {', '.join('--' + o for o in model['options'])})"
+                                                         if model["options"] else ""))
+            raise typer.Exit(0)
+        options = {k: v for k, v in (("steps", steps), ("size", size), ("tensorrt", tensorrt)) if v}
+        result = grade_model(submission, out, model=name, options=options,
                              say=lambda m: err.print(f"[{time.perf_counter() - began:5.1f} s] {m}", soft_wrap=True))
     except ModelError as exc:
         err.print(f"[red]error:[/red] {exc}", soft_wrap=True)

@@ -1,11 +1,16 @@
 """`grade model`: the capstone. A model trained and served on the learner's own kernels.
 
-The capstone is the folder of ``exercises/`` that holds a ``capstone.toml``. That file names the
-model, the kernels it needs, the script that trains it and the module that holds its bars. The
-kernels are first graded for correctness, each with its own exercise's cases. Where every one of
-them is correct, the script trains the model with them in a process of its own, beside its PyTorch
-twin; the bars are then held, in this process, against what the script reported. Where a kernel is
-missing or wrong, nothing stands in for it: the report names it, and shows the twin alone.
+The capstone is the folder of ``exercises/`` that holds a ``capstone.toml``. That file names one or
+more models (``[models.NAME]``), and for each: what it is in words, the kernels it needs, the script
+that trains it and the module that judges and shows what the script measured. The kernels are
+first graded for correctness, each with its own exercise's cases. Where every one of them is
+correct, the script trains the model with them in a process of its own, beside its PyTorch twin;
+the model's module then turns what the script reported into bars, tables and plots, in this
+process. Where a kernel is missing or wrong, nothing stands in for it: the report names it, and
+shows the twin alone.
+
+Between this process and the script: a :class:`TrainJob` (JSON, in a file) and a
+:class:`TrainResult` (JSON, in a file); the script prints ``progress: ...`` lines meanwhile.
 """
 from __future__ import annotations
 
@@ -21,8 +26,10 @@ import time
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
+from grader.protocol import from_dict
 from grader.result import ExitCode
 from grader.spec import exercises_dir, find
 
@@ -31,7 +38,7 @@ TRAINING_TIMEOUT_S = 900
 
 
 class ModelError(Exception):
-    """A usage error: the submission folder does not exist, the capstone folder is missing."""
+    """A usage error: the submission folder does not exist, the capstone or the model is unknown."""
 
 
 @dataclass
@@ -52,25 +59,97 @@ class Bar:
     passed: bool | None         # None: not measured
 
 
+# ---------------------------------------------------------------------------- the typed protocol
+
+@dataclass
+class TrainJob:
+    """What the training script is asked to do."""
+
+    model: str                                          # the name of the model in capstone.toml
+    out: str                                            # a folder for the files it writes
+    libraries: dict[str, str] = field(default_factory=dict)    # kernel -> compiled library; empty: twin only
+    exercises: dict[str, str] = field(default_factory=dict)    # kernel -> its exercise's id
+    options: dict[str, Any] = field(default_factory=dict)      # the model's own options (`--steps`, ...)
+    gpu: bool = True                                    # False: no GPU here; the twin trains on the CPU
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self)))
+
+    @classmethod
+    def read(cls, path: Path | str) -> "TrainJob":
+        return from_dict(cls, json.loads(Path(path).read_text()))
+
+
+@dataclass
+class TrainResult:
+    """What the training script reports: its measurements (``values``, which the model's module
+    judges and shows), or why it could not finish."""
+
+    about: str = ""                     # the data and the recipe, in a line
+    device: str = ""
+    notice: str = ""                    # a sentence the report shows under its headline
+    values: dict[str, Any] = field(default_factory=dict)
+    error: str = ""                     # training on the learner's kernels stopped, and why
+    fatal: str = ""                     # the script itself failed, and why
+    output: str = ""                    # its last lines of output, when fatal
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self)))
+
+    @classmethod
+    def read(cls, path: Path | str) -> "TrainResult":
+        return from_dict(cls, json.loads(Path(path).read_text()))
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
+class Series:
+    label: str
+    y: list[float]
+    x: list[float] | None = None        # 1, 2, 3, ... when None
+    color: str = "#888888"
+    width: float = 1.5
+    alpha: float = 1.0
+
+
+@dataclass
+class Plot:
+    file: str                           # its file name in the report's folder, e.g. loss_curve.png
+    title: str
+    xlabel: str
+    ylabel: str
+    series: list[Series]
+    log_y: bool = False
+
+
 @dataclass
 class ModelResult:
     submission: str
     kernels: list[KernelCheck]
-    run: dict[str, Any] = field(default_factory=dict)      # what the training process reported
+    run: TrainResult = field(default_factory=TrainResult)
     bars: list[Bar] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)      # below the tables: files written, a sample, ...
     notice: str = ""
-    out: str = ""                # the folder of the loss curve and the exported model
+    out: str = ""                # the folder of the plots and of what the script wrote
     seconds: float = 0.0
-    model: str = ""              # what is trained, in words (capstone.toml's `model`)
+    model: str = ""              # what is trained, in words (the model's `model` in capstone.toml)
+    name: str = ""               # its name in capstone.toml
+    plots: list[str] = field(default_factory=list)      # the PNG files drawn into out
 
     @property
-    def learner(self) -> dict[str, Any]:
-        return self.run.get("learner") or {}
+    def values(self) -> dict[str, Any]:
+        return self.run.values
 
     @property
     def exit_code(self) -> ExitCode:
-        if any(k.status in ("missing", "failed") for k in self.kernels) or self.learner.get("error") \
-                or self.run.get("fatal"):
+        if any(k.status in ("missing", "failed") for k in self.kernels) or self.run.error or self.run.fatal:
             return ExitCode.FAILED
         if not self.bars or any(b.passed is None for b in self.bars):
             return ExitCode.NOT_GRADED
@@ -84,6 +163,8 @@ class ModelResult:
     def _repr_html_(self) -> str:
         return render_html(self)
 
+
+# ---------------------------------------------------------------------------- the capstone's files
 
 def capstone_folder() -> Path:
     """The folder of exercises/ that holds a capstone.toml."""
@@ -108,29 +189,63 @@ def is_capstone(ident: str) -> bool:
         ident.isdigit() and number.isdigit() and int(ident) == int(number))
 
 
-def load_capstone() -> dict[str, Any]:
+def capstone_toml() -> dict[str, Any]:
     path = capstone_folder() / "capstone.toml"
     try:
         with path.open("rb") as f:
             capstone = tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ModelError(f"{path}: {exc}") from None
-    missing = [key for key in ("model", "train", "bars", "kernels") if key not in capstone]
-    if missing:
-        raise ModelError(f"{path} is missing {', '.join(missing)}")
+    if not capstone.get("models"):
+        raise ModelError(f"{path} names no model: it needs a [models.NAME] table")
     return capstone
 
 
-def judge(run: dict[str, Any], capstone: dict[str, Any]) -> list[Bar]:
-    """The capstone's bars, measured or not: the ``bars(run, capstone)`` function of the module
-    that capstone.toml's ``bars.module`` names, run here, in the grading process."""
-    path = capstone_folder() / capstone["bars"]["module"]
-    spec = importlib.util.spec_from_file_location("capstone_bars", path)
+def model_names() -> list[str]:
+    """The models of the capstone, the default one first."""
+    capstone = capstone_toml()
+    default = capstone.get("default")
+    return sorted(capstone["models"], key=lambda n: (n != default, n))
+
+
+def load_capstone(name: str | None = None) -> dict[str, Any]:
+    """One model of capstone.toml (the default one unless named), with its ``name``."""
+    capstone = capstone_toml()
+    path = capstone_folder() / "capstone.toml"
+    name = name or capstone.get("default") or next(iter(capstone["models"]))
+    if name not in capstone["models"]:
+        raise ModelError(f"the capstone has no model {name!r}; its models: {', '.join(model_names())}")
+    model = dict(capstone["models"][name], name=name)
+    missing = [key for key in ("model", "train", "report", "kernels") if key not in model]
+    if missing:
+        raise ModelError(f"{path}: [models.{name}] is missing {', '.join(missing)}")
+    model.setdefault("options", [])
+    model.setdefault("bars", {})
+    return model
+
+
+def report_module(capstone: dict[str, Any]) -> ModuleType:
+    """The model's module (its ``report`` in capstone.toml): ``bars(values, capstone)``,
+    ``tables(values, capstone)``, ``plots(values, capstone)`` and ``lines(values, capstone)``."""
+    path = capstone_folder() / capstone["report"]
+    spec = importlib.util.spec_from_file_location(f"capstone_report_{capstone['name']}", path)
     if spec is None or spec.loader is None:
         raise ModelError(f"{path} cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.bars(run, capstone)
+    return module
+
+
+def judge(run: TrainResult | dict[str, Any], capstone: dict[str, Any]) -> list[Bar]:
+    """The model's bars, measured or not, from what its script reported: run here, in the grading
+    process, never in the one that ran the learner's kernels."""
+    values = run.values if isinstance(run, TrainResult) else run
+    return report_module(capstone).bars(values, capstone)
+
+
+def _optional(module: ModuleType, name: str, values: dict[str, Any], capstone: dict[str, Any]) -> list[Any]:
+    fn = getattr(module, name, None)
+    return list(fn(values, capstone)) if fn else []
 
 
 # ---------------------------------------------------------------------------- the kernels
@@ -187,22 +302,21 @@ def check_kernels(submission: Path, capstone: dict[str, Any], say: Say,
 
 # ---------------------------------------------------------------------------- the training
 
-def train(kernels: list[KernelCheck], out: Path, say: Say, tensorrt: bool = False,
-          script: str | None = None) -> dict[str, Any]:
-    """The training process (capstone.toml's ``train``, run in the capstone's folder): the twin
-    always, the learner's kernels when all of them are ready. It reads a job (JSON) and writes its
-    result (JSON); each line it prints as ``progress: ...`` is shown as progress."""
+def train(kernels: list[KernelCheck], out: Path, say: Say, capstone: dict[str, Any],
+          options: dict[str, Any] | None = None, gpu: bool = True) -> TrainResult:
+    """The training process (the model's ``train`` script, run in the capstone's folder): the twin
+    always, the learner's kernels when all of them are ready. It reads a :class:`TrainJob` and
+    writes a :class:`TrainResult`; each line it prints as ``progress: ...`` is shown as progress."""
     from grader.runner import worker_env
 
     ready = all(k.status == "ready" for k in kernels)
-    job = {"out": str(out), "tensorrt": tensorrt,
-           "libraries": {k.task: k.library for k in kernels} if ready else {},
-           "exercises": {k.task: k.exercise for k in kernels}}
+    job = TrainJob(model=capstone["name"], out=str(out),
+                   libraries={k.task: k.library for k in kernels if k.library} if ready else {},
+                   exercises={k.task: k.exercise for k in kernels}, options=dict(options or {}), gpu=gpu)
     with tempfile.TemporaryDirectory(prefix="s2s-model-") as tmp:
         job_path, result_path = Path(tmp) / "job.json", Path(tmp) / "result.json"
-        job_path.write_text(json.dumps(job))
-        script = script or load_capstone()["train"]
-        proc = subprocess.Popen([sys.executable, script, str(job_path), str(result_path)],
+        job.write(job_path)
+        proc = subprocess.Popen([sys.executable, capstone["train"], str(job_path), str(result_path)],
                                 cwd=str(capstone_folder()), env=worker_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
         tail: list[str] = []
@@ -218,10 +332,14 @@ def train(kernels: list[KernelCheck], out: Path, say: Say, tensorrt: bool = Fals
                 break
         code = proc.wait()
         if result_path.is_file():
-            return json.loads(result_path.read_text())
+            try:
+                return TrainResult.read(result_path)
+            except (ValueError, TypeError) as exc:
+                return TrainResult(fatal=f"the training process wrote a result that cannot be read ({exc})",
+                                   output="\n".join(tail))
     reason = (f"stopped after {TRAINING_TIMEOUT_S} s" if time.monotonic() - began > TRAINING_TIMEOUT_S
               else _died(code))
-    return {"fatal": f"the training process {reason}", "output": "\n".join(tail)}
+    return TrainResult(fatal=f"the training process {reason}", output="\n".join(tail))
 
 
 def _died(code: int) -> str:
@@ -231,13 +349,20 @@ def _died(code: int) -> str:
     return f"exited with status {code} before writing its result"
 
 
-def grade_model(submission: Path | str | None = None, out: Path | str = "model-report", tensorrt: bool = False,
-                say: Say | None = None) -> ModelResult:
-    """Check the kernels, train, serve, and hold the result to the capstone's bars. The loss curve
-    (``loss_curve.png``) and the exported model (``model.onnx``) go to ``out``."""
+def grade_model(submission: Path | str | None = None, out: Path | str = "model-report", say: Say | None = None,
+                model: str | None = None, options: dict[str, Any] | None = None, **flags: Any) -> ModelResult:
+    """Check the kernels, train, serve, and hold the result to the model's bars. Its plots and
+    whatever its script writes go to ``out``. ``options`` (and ``flags``, e.g. ``tensorrt=True``) are
+    the model's own options, as capstone.toml's ``options`` lists them."""
     say = say or (lambda _m: None)
     began = time.perf_counter()
-    capstone = load_capstone()
+    capstone = load_capstone(model)
+    options = {**(options or {}), **{k: v for k, v in flags.items() if v not in (None, False)}}
+    unknown = sorted(set(options) - set(capstone["options"]))
+    if unknown:
+        takes = ", ".join(f"--{o}" for o in capstone["options"]) or "no option"
+        raise ModelError(f"the model {capstone['name']!r} takes {takes}, not "
+                         f"{', '.join('--' + o for o in unknown)}")
     root = Path(submission).resolve() if submission else exercises_dir()
     if root.is_file():
         folders = ", ".join(dict.fromkeys(find(k["exercise"]).folder.name for k in capstone["kernels"]))
@@ -246,18 +371,29 @@ def grade_model(submission: Path | str | None = None, out: Path | str = "model-r
     if not root.is_dir():
         raise ModelError(f"the submission folder {root} does not exist")
     out = _writable_folder(Path(out))
+    module = report_module(capstone)
     from grader import device as devmod
     probe = devmod.probe()
     kernels, notice = check_kernels(root, capstone, say, can_run=probe.gpu is not None)
-    result = ModelResult(str(root), kernels, notice=notice, out=str(out), model=capstone["model"])
+    result = ModelResult(str(root), kernels, notice=notice, out=str(out), model=capstone["model"],
+                         name=capstone["name"])
     if any(k.status == "not run" for k in kernels):
         result.notice = ("Your kernels compiled; checking them and training on them needs an NVIDIA GPU "
                          f"({probe.reason}). The PyTorch twin alone is shown." if probe.gpu is None
                          else notice or "Some of your kernels could not be checked here.")
-    result.run = _train_holding_the_gpu(probe.gpu, kernels, out, say, tensorrt, capstone["train"])
-    result.bars = judge(result.run, capstone)
-    if result.run.get("twin"):
-        (out / "loss_curve.png").write_bytes(loss_png(result.run))
+    result.run = _train_holding_the_gpu(probe.gpu, kernels, out, say, capstone, options)
+    values = result.run.values
+    result.bars = module.bars(values, capstone)
+    result.tables = _optional(module, "tables", values, capstone)
+    result.lines = [str(x) for x in _optional(module, "lines", values, capstone)]
+    plots = _optional(module, "plots", values, capstone)
+    for plot in plots:
+        png = plot_png(plot)
+        if png is None:
+            result.lines.append(f"{plot.file} not drawn: matplotlib is not installed (pip install matplotlib)")
+            break
+        (out / plot.file).write_bytes(png)
+        result.plots.append(plot.file)
     result.seconds = time.perf_counter() - began
     return result
 
@@ -267,7 +403,7 @@ def _writable_folder(out: Path) -> Path:
     that says why not otherwise, before any work is done."""
     out = out.resolve()
     if out.exists() and not out.is_dir():
-        raise ModelError(f"{out} is a file; --out takes a folder, for loss_curve.png and model.onnx")
+        raise ModelError(f"{out} is a file; --out takes a folder, for the report's plots and files")
     try:
         out.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=out, prefix=".write-test-")
@@ -280,97 +416,43 @@ def _writable_folder(out: Path) -> Path:
 
 
 def _train_holding_the_gpu(gpu: Any, kernels: list[KernelCheck], out: Path, say: Say,
-                           tensorrt: bool, script: str) -> dict[str, Any]:
+                           capstone: dict[str, Any], options: dict[str, Any]) -> TrainResult:
     from grader import gpulock
 
     if gpu is None:
-        return train(kernels, out, say, tensorrt, script)
+        return train(kernels, out, say, capstone, options, gpu=False)
     with gpulock.exclusive(gpu.uuid or f"gpu{gpu.index}", "training the capstone model", say):
-        return train(kernels, out, say, tensorrt, script)
+        return train(kernels, out, say, capstone, options)
 
 
 # ---------------------------------------------------------------------------- the report
 
-def loss_png(run: dict[str, Any]) -> bytes:
-    """The loss of every step, yours beside the twin's, with each epoch's mean drawn over it."""
-    import matplotlib
+def plot_png(plot: Plot) -> bytes | None:
+    """The plot as a PNG, or None where matplotlib is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    curves = [("PyTorch twin", run.get("twin") or {}, "#888888")]
-    if (run.get("learner") or {}).get("losses"):
-        curves.append(("your kernels", run["learner"], "#d62728"))
-    for label, part, color in curves:
-        losses = part.get("losses") or []
-        epochs = len(part.get("epoch_seconds") or []) or 1
-        per = max(1, len(losses) // epochs)
-        ax.plot(range(1, len(losses) + 1), losses, color=color, alpha=0.25, linewidth=0.8)
-        means = [sum(losses[i:i + per]) / len(losses[i:i + per]) for i in range(0, len(losses), per)]
-        ax.plot([per * (i + 1) for i in range(len(means))], means, color=color, linewidth=2,
-                label=f"{label} (epoch mean)")
-    ax.set_yscale("log")
-    ax.set_xlabel("training step (batch of 64)")
-    ax.set_ylabel("cross-entropy loss")
-    ax.set_title("Training loss: your kernels and the PyTorch twin")
+    for s in plot.series:
+        x = s.x if s.x is not None else list(range(1, len(s.y) + 1))
+        ax.plot(x, s.y, color=s.color, alpha=s.alpha, linewidth=s.width, label=s.label or None)
+    if plot.log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel(plot.xlabel)
+    ax.set_ylabel(plot.ylabel)
+    ax.set_title(plot.title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    if any(s.label for s in plot.series):
+        ax.legend()
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     plt.close(fig)
     return buffer.getvalue()
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{100 * v:.1f}%"
-
-
-def _per_epoch(part: dict[str, Any]) -> str:
-    seconds = part.get("epoch_seconds") or []
-    if not seconds:
-        return "-"
-    return f"{1e3 * sum(seconds[1:] or seconds) / len(seconds[1:] or seconds):.0f} ms"
-
-
-def accuracy_rows(r: ModelResult) -> list[tuple[str, str, str, str]]:
-    """(model, test accuracy, time per epoch, note): the table the capstone is about."""
-    twin, learner = r.run.get("twin") or {}, r.learner
-    rows = []
-    if learner.get("test_accuracy") is not None:
-        rows.append(("your kernels (fp32)", _pct(learner["test_accuracy"]), _per_epoch(learner),
-                     "trained and evaluated on your kernels"))
-    if twin:
-        rows.append(("PyTorch twin (fp32)", _pct(twin.get("test_accuracy")), _per_epoch(twin), twin.get("about", "")))
-    if learner.get("int8_accuracy") is not None:
-        rows.append(("your kernels, INT8 W8A8", _pct(learner["int8_accuracy"]), "",
-                     f"{' + '.join(learner.get('int8_kernels', []))}; PyTorch's W8A8 of your weights: "
-                     f"{_pct(learner.get('int8_model_accuracy'))}"))
-    onnx = learner.get("onnx") or {}
-    if onnx.get("checked"):
-        rows.append(("ONNX export, ONNX Runtime (CPU)", _pct(onnx.get("accuracy")), "",
-                     f"opset {onnx.get('opset')}; predictions agree on {_pct(onnx.get('agree'))}, "
-                     f"logits within {onnx.get('max_abs_diff', 0):.1e}"))
-    for engine in (r.run.get("tensorrt") or {}).get("engines", []):
-        rows.append((f"TensorRT {engine['precision']} engine", _pct(engine.get("accuracy")), "",
-                     engine.get("error") or f"{engine.get('latency_us', 0):.0f} µs for the whole test set"))
-    return rows
-
-
-def op_rows(r: ModelResult) -> list[tuple[str, str, str, str]]:
-    """(operation, calls per step, time per step, share of a step), over the whole training."""
-    learner = r.learner
-    seconds, calls = learner.get("op_seconds") or {}, learner.get("op_calls") or {}
-    steps = len(learner.get("losses") or [])
-    if not seconds or not steps:
-        return []
-    wall = sum(learner.get("epoch_seconds") or []) or 1.0
-    rows = [(name, f"{calls.get(name, 0) / steps:g}", f"{1e6 * s / steps:.1f} µs", f"{100 * s / wall:.1f}%")
-            for name, s in sorted(seconds.items(), key=lambda kv: -kv[1])]
-    rest = wall - sum(seconds.values())
-    rows.append(("launches, Python and data loading (the rest)", "", f"{1e6 * rest / steps:.1f} µs",
-                 f"{100 * rest / wall:.1f}%"))
-    return rows
 
 
 def _status_mark(status: str) -> str:
@@ -383,12 +465,12 @@ def headline(r: ModelResult) -> str:
         return ("These kernels are missing or not yet correct, and nothing stands in for them: "
                 + ", ".join(f"{k.task} ({k.exercise})" for k in missing)
                 + ". Finish them in their exercises; the PyTorch twin below shows what the model will reach.")
-    if r.run.get("fatal"):
-        return f"The training did not finish: {r.run['fatal']}"
-    if r.learner.get("error"):
-        return f"Training on your kernels stopped: {r.learner['error']}"
+    if r.run.fatal:
+        return f"The training did not finish: {r.run.fatal}"
+    if r.run.error:
+        return f"Training on your kernels stopped: {r.run.error}"
     if r.exit_code == ExitCode.NOT_GRADED:
-        return r.notice or "Your kernels were not run here."
+        return r.notice or r.run.notice or "Your kernels were not run here."
     if r.exit_code == ExitCode.PASSED:
         return "Passed: a model trained and served on nothing but your kernels matches PyTorch."
     return "Not yet: the model trained on your kernels misses a bar (below)."
@@ -396,44 +478,39 @@ def headline(r: ModelResult) -> str:
 
 def render_rich(r: ModelResult):
     from rich.console import Group
-    from rich.table import Table
+    from rich.table import Table as RichTable
     from rich.text import Text
 
     parts: list[Any] = [Text(f"Capstone: {r.model or 'a model'} trained on your kernels", style="bold")]
-    if r.run.get("about"):
-        parts.append(Text(f"{r.run['about']}; device: {r.run.get('device')}"))
+    if r.run.about:
+        parts.append(Text(f"{r.run.about}; device: {r.run.device}"))
     code = r.exit_code
     style = {ExitCode.PASSED: "bold green", ExitCode.FAILED: "bold red"}.get(code, "bold yellow")
     parts.append(Text(headline(r), style=style))
+    if r.run.notice and r.run.notice != headline(r):
+        parts.append(Text(r.run.notice))
 
-    kernels = Table(title="Your kernels", title_justify="left")
+    kernels = RichTable(title="Your kernels", title_justify="left")
     for col in ("exercise", "kernel", "used for", "status"):
         kernels.add_column(col, overflow="fold")
     for k in r.kernels:
         kernels.add_row(k.exercise, k.task, k.role, f"{_status_mark(k.status)}: {k.summary}")
     parts.append(kernels)
 
-    rows = accuracy_rows(r)
-    if rows:
-        acc = Table(title=f"Accuracy on {r.run.get('test_set') or 'the test set'}", title_justify="left")
-        for col in ("model", "test accuracy", "time per epoch", ""):
-            acc.add_column(col, overflow="fold")
-        for row in rows:
-            acc.add_row(*row)
-        parts.append(acc)
     if r.bars and any(b.passed is not None for b in r.bars):
-        table = Table(title="Bars", title_justify="left")
+        table = RichTable(title="Bars", title_justify="left")
         for col in ("", "needed", "got", ""):
             table.add_column(col)
         for b in r.bars:
             table.add_row(b.what, b.needed, b.got, "-" if b.passed is None else ("passed" if b.passed else "MISSED"))
         parts.append(table)
-    ops = op_rows(r)
-    if ops:
-        table = Table(title="Where a training step's time went (CUDA events around each call)", title_justify="left")
-        for col in ("operation", "calls per step", "time per step", "share of the step"):
-            table.add_column(col)
-        for row in ops:
+    for t in r.tables:
+        if not t.rows:
+            continue
+        table = RichTable(title=t.title, title_justify="left")
+        for col in t.columns:
+            table.add_column(col, overflow="fold")
+        for row in t.rows:
             table.add_row(*row)
         parts.append(table)
     for line in _footer(r):
@@ -442,25 +519,16 @@ def render_rich(r: ModelResult):
 
 
 def _footer(r: ModelResult) -> list[str]:
-    lines = []
     out = Path(r.out) if r.out else None
-    if out and (out / "loss_curve.png").is_file():
-        lines.append(f"loss curve: {out / 'loss_curve.png'}")
-    onnx = r.learner.get("onnx") or {}
-    if onnx.get("checked"):
-        lines.append(f"exported model: {onnx['path']}")
-    elif onnx.get("note"):
-        lines.append(f"ONNX export {onnx['note']}")
-    trt = r.run.get("tensorrt") or {}
-    if trt.get("note"):
-        lines.append(f"TensorRT: {trt['note']}")
-    if r.run.get("fatal") and r.run.get("output"):
-        lines.append("its last output:\n" + r.run["output"])
+    lines = [f"{Path(p).stem.replace('_', ' ')}: {out / p}" for p in r.plots if out and (out / p).is_file()]
+    lines += r.lines
+    if r.run.fatal and r.run.output:
+        lines.append("its last output:\n" + r.run.output)
     return lines
 
 
 def render_html(r: ModelResult) -> str:
-    """The notebook's view: the same tables, and the loss curve inline."""
+    """The notebook's view: the same tables, and the plots inline."""
     from rich.console import Console
 
     # force_jupyter=False: in a notebook, rich would otherwise show what it prints as well, and the
@@ -468,7 +536,8 @@ def render_html(r: ModelResult) -> str:
     console = Console(record=True, width=120, file=io.StringIO(), force_jupyter=False)
     console.print(render_rich(r))
     html = console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
-    png = Path(r.out) / "loss_curve.png" if r.out else None
-    if png and png.is_file():
-        html += f'<img src="data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()}"/>'
+    for name in r.plots:
+        png = Path(r.out) / name
+        if png.is_file():
+            html += f'<img src="data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()}"/>'
     return html

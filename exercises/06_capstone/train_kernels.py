@@ -4,9 +4,9 @@ Run in a process of its own (the learner's libraries are loaded into it), by `gr
 
     python train_kernels.py JOB.json RESULT.json
 
-JOB names the compiled library of each kernel (capstone.toml lists them) and the folder for the
+JOB (a grader.model.TrainJob) names the compiled library of each kernel (capstone.toml lists them) and the folder for the
 exported model; with no libraries only the twin is trained, which is what the report shows when
-kernels are missing or no GPU is here. RESULT receives the losses, accuracies and timings.
+kernels are missing or no GPU is here. RESULT (a grader.model.TrainResult) receives the losses, accuracies and timings.
 
 One training step on the kernels, for a batch X of B digits with labels y:
 
@@ -32,6 +32,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from grader.model import TrainJob, TrainResult
 from model import (CLASSES, CPU_THREADS, FEATURES, HIDDEN, Data, Params, Recipe, accuracy, accuracy_w8a8,
                    batch_order, export_onnx, initial_params, load_data, run_onnx, train_twin)
 
@@ -258,35 +259,36 @@ def describe(recipe: Recipe, data: Data) -> str:
             f"weight decay {recipe.weight_decay:g}), batch {recipe.batch}, {recipe.epochs} epochs, seed {recipe.seed}")
 
 
-def run(job: dict[str, Any]) -> dict[str, Any]:
+def run(job: TrainJob) -> TrainResult:
     recipe = Recipe()
     data = load_data(recipe)
-    out = Path(job["out"])
+    out = Path(job.out)
     out.mkdir(parents=True, exist_ok=True)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    result: dict[str, Any] = {"recipe": {k: getattr(recipe, k) for k in recipe.__dataclass_fields__},
-                              "data": {"train": len(data.y_train), "test": len(data.y_test)},
-                              "about": describe(recipe, data), "test_set": f"the {len(data.y_test)} test images",
-                              "device": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
+    result = TrainResult(about=describe(recipe, data),
+                         device=torch.cuda.get_device_name() if device == "cuda" else "cpu")
+    values = result.values
+    values.update({"recipe": {k: getattr(recipe, k) for k in recipe.__dataclass_fields__},
+                   "data": {"train": len(data.y_train), "test": len(data.y_test)},
+                   "test_set": f"the {len(data.y_test)} test images"})
     progress(f"training the PyTorch twin ({recipe.epochs} epochs on the {'GPU' if device == 'cuda' else 'CPU'})")
-    result["twin"] = _twin(data, recipe, device)
-    libraries = job.get("libraries") or {}
-    if libraries:
-        result["learner"] = on_kernels(Kernels(libraries, job["exercises"]), data, recipe, out)
-        if job.get("tensorrt") and "error" not in result["learner"]:
+    values["twin"] = _twin(data, recipe, device)
+    if job.libraries:
+        values["learner"] = on_kernels(Kernels(job.libraries, job.exercises), data, recipe, out)
+        result.error = values["learner"].get("error", "")
+        if job.options.get("tensorrt") and not result.error:
             from tensorrt_engines import engines_report
-            result["tensorrt"] = engines_report(out / "model.onnx", data)
+            values["tensorrt"] = engines_report(out / "model.onnx", data)
     return result
 
 
 def main(argv: list[str]) -> int:
-    job_path, result_path = Path(argv[1]), Path(argv[2])
-    job = json.loads(job_path.read_text())
+    job = TrainJob.read(argv[1])
     try:
         result = run(job)
     except Exception:   # noqa: BLE001 - reported to the parent, which shows it as the reason
-        result = {"fatal": traceback.format_exc(limit=8)}
-    result_path.write_text(json.dumps(result))
+        result = TrainResult(fatal=traceback.format_exc(limit=8))
+    result.write(Path(argv[2]))
     return 0
 
 
