@@ -24,13 +24,14 @@ sys.path.insert(0, str(CAPSTONE))
 
 import model  # noqa: E402
 import train_kernels  # noqa: E402
-from bars import bars  # noqa: E402
+import bars as mlp_report  # noqa: E402
+from bars import accuracy_rows, bars, op_rows  # noqa: E402
 
 from grader import spec as specmod  # noqa: E402
-from grader.model import ExitCode, ModelResult, accuracy_rows, load_capstone, op_rows, render_html  # noqa: E402
+from grader.model import ExitCode, ModelResult, TrainResult, load_capstone, render_html  # noqa: E402
 from grader.tolerance import split  # noqa: E402
 
-CONFIG = load_capstone()
+CONFIG = load_capstone("mlp")
 
 
 class ReferenceKernels(train_kernels.Kernels):
@@ -203,12 +204,14 @@ def test_a_softmax_that_does_not_normalise_misses_the_loss_bar(data, twin, tmp_p
 def test_the_report_shows_accuracy_bars_and_where_the_time_went(on_references, twin):
     from rich.console import Console
 
-    from grader.model import KernelCheck, loss_png, render_rich
+    from grader.model import KernelCheck, plot_png, render_rich
     learner, out = on_references
     run = _run(learner, twin)
-    (out / "loss_curve.png").write_bytes(loss_png(run))
+    (plot,) = mlp_report.plots(run, CONFIG)
+    (out / plot.file).write_bytes(plot_png(plot))
     kernels = [KernelCheck(k["exercise"], k["task"], k["role"], "ready", "correct") for k in CONFIG["kernels"]]
-    result = ModelResult("solutions", kernels, run, bars(run, CONFIG), out=str(out))
+    result = ModelResult("solutions", kernels, TrainResult(values=run), bars(run, CONFIG),
+                         tables=mlp_report.tables(run, CONFIG), out=str(out), plots=[plot.file])
     assert result.exit_code == ExitCode.PASSED
     console = Console(record=True, width=160, file=io.StringIO())
     console.print(render_rich(result))
@@ -216,11 +219,11 @@ def test_the_report_shows_accuracy_bars_and_where_the_time_went(on_references, t
     assert "Passed: a model trained and served on nothing but your kernels matches PyTorch." in text
     assert "your kernels (fp32)" in text and "PyTorch twin (fp32)" in text and "INT8 W8A8" in text
     assert "97.5%" in text and "MISSED" not in text
-    names = [row[0] for row in op_rows(result)]
+    names = [row[0] for row in op_rows(run)]
     assert set(names[:-1]) == {"linear_forward", "softmax", "glue: loss gradient", "glue: the loss, for the curve",
                                "linear_backward", "adamw_multi"}
     assert names[-1].startswith("launches, Python")
-    assert [row[0] for row in accuracy_rows(result)][:3] == ["your kernels (fp32)", "PyTorch twin (fp32)",
+    assert [row[0] for row in accuracy_rows(run)][:3] == ["your kernels (fp32)", "PyTorch twin (fp32)",
                                                              "your kernels, INT8 W8A8"]
     html = render_html(result)
     assert html.count("<img src=\"data:image/png;base64,") == 1 and "Your kernels" in html
@@ -233,7 +236,7 @@ def test_missing_kernels_are_named_and_nothing_stands_in(twin):
                            "softmax.cu has no kernel yet" if k["task"] == "softmax" else "correct")
                for k in CONFIG["kernels"]]
     run = {"twin": {"losses": twin.losses, "epoch_seconds": twin.epoch_seconds, "test_accuracy": twin.test_accuracy}}
-    result = ModelResult("exercises", kernels, run, bars(run, CONFIG))
+    result = ModelResult("exercises", kernels, TrainResult(values=run), bars(run, CONFIG))
     assert result.exit_code == ExitCode.FAILED
     assert headline(result).startswith("These kernels are missing or not yet correct, and nothing stands in "
                                        "for them: softmax (04).")
@@ -269,16 +272,19 @@ def test_grade_model_without_a_gpu_names_the_stubs_and_shows_the_twin(tmp_path):
     result = json.loads(proc.stdout)
     assert {k["status"] for k in result["kernels"]} == {"not run"}
     assert result["notice"].startswith("Your kernels compiled; checking them and training on them needs an NVIDIA GPU")
-    assert result["run"]["twin"]["test_accuracy"] >= 0.97
+    assert result["run"]["values"]["twin"]["test_accuracy"] >= 0.97
 
 
 def test_the_capstone_is_found_by_its_toml_and_its_bars_live_beside_it():
     from grader.model import capstone_folder, judge
     assert capstone_folder() == CAPSTONE
-    assert {CONFIG["train"], CONFIG["bars"]["module"]} <= {p.name for p in CAPSTONE.iterdir()}
-    assert [b.passed for b in judge({}, CONFIG)] == [None] * 4
-    grader_text = "".join(p.read_text() for p in (ROOT / "grader").glob("*.py"))
-    for word in (CAPSTONE.name, "digits", "64 -> 128", "twin_points", "loss_rtol", "int8_points"):
+    for name in ("mlp", "gpt"):
+        model = load_capstone(name)
+        assert {model["train"], model["report"]} <= {p.name for p in CAPSTONE.iterdir()}
+        assert judge({}, model) and all(b.passed is None for b in judge({}, model))
+    grader_text = "".join(p.read_text() for p in (ROOT / "grader").rglob("*.py"))
+    for word in (CAPSTONE.name, "digits", "64 -> 128", "twin_points", "loss_rtol", "int8_points", "gpt", "GPT",
+                 "Transformer", "mlp", "val_rtol", "fp8_rtol", "bits per byte", "epoch mean"):
         assert word not in grader_text, word
 
 
@@ -291,11 +297,12 @@ def test_the_notebook_shows_the_report_once(twin, tmp_path):
     run = {"twin": {"losses": twin.losses[:40], "epoch_seconds": twin.epoch_seconds[:2], "test_accuracy": 0.975,
                     "about": "torch.optim.AdamW, F.cross_entropy, on the CPU, 1 thread"}}
     (tmp_path / "run.json").write_text(json.dumps(run))
-    code = ("import json\nfrom grader.model import KernelCheck, ModelResult, judge, load_capstone\n"
-            "capstone = load_capstone()\nrun = json.load(open('run.json'))\n"
+    code = ("import json\nfrom grader.model import KernelCheck, ModelResult, TrainResult, judge, load_capstone, report_module\n"
+            "capstone = load_capstone('mlp')\nrun = json.load(open('run.json'))\n"
             "kernels = [KernelCheck(k['exercise'], k['task'], k['role'], 'missing', 'no kernel yet') "
             "for k in capstone['kernels']]\n"
-            "report = ModelResult('exercises', kernels, run, judge(run, capstone), model=capstone['model'])\n"
+            "report = ModelResult('exercises', kernels, TrainResult(values=run), judge(run, capstone), "
+            "tables=report_module(capstone).tables(run, capstone), model=capstone['model'])\n"
             "report")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     env_path = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
