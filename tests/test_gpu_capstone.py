@@ -32,12 +32,12 @@ def test_the_solutions_train_a_model_that_passes_every_bar(tmp_path) -> None:
     from grader.model import grade_model, render_rich
     result = grade_model(solutions_dir(), tmp_path / "report", say=print)
     Console(width=150).print(render_rich(result))
-    learner, twin = result.learner, result.run["twin"]
+    learner, twin = result.values["learner"], result.values["twin"]
     print(f"first losses, yours: {[round(x, 5) for x in learner.get('losses', [])[:5]]}\n"
           f"first losses, twin:  {[round(x, 5) for x in twin['losses'][:5]]}\n"
           f"last epoch's mean loss: yours {sum(learner.get('losses', [0])[-23:]) / 23:.5f}, "
           f"twin {sum(twin['losses'][-23:]) / 23:.5f}")
-    assert result.exit_code == ExitCode.PASSED, (result.kernels, result.run.get("fatal"), learner.get("error"))
+    assert result.exit_code == ExitCode.PASSED, (result.kernels, result.run.fatal, result.run.error)
     assert [b.passed for b in result.bars] == [True, True, True, True], result.bars
     assert learner["losses"][:20] == pytest.approx(twin["losses"][:20], rel=1e-3)
     assert (tmp_path / "report" / "loss_curve.png").stat().st_size > 10_000
@@ -56,7 +56,7 @@ def test_tensorrt_engines_beside_the_learners_int8(tmp_path) -> None:
                                            "libraries from NVIDIA's index at install time)")
     proc = _grade_model("--submission", str(solutions_dir()), "--tensorrt", "--json", cwd=tmp_path)
     result = json.loads(proc.stdout)
-    engines = result["run"]["tensorrt"]["engines"]
+    engines = result["run"]["values"]["tensorrt"]["engines"]
     print(json.dumps(engines, indent=1))
     assert [e["precision"] for e in engines] == ["FP16", "INT8"]
     assert all(e.get("accuracy", 0) >= 0.96 for e in engines), engines
