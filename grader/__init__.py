@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-__all__ = ["grade", "check"]
+__all__ = ["grade", "check", "show_sass"]
 
 
 def grade(exercise: str, submission: str | Path | None = None, tasks: Iterable[str] = (),
@@ -38,3 +38,10 @@ def check(exercise: str, prompt: str, answer):
     """Check a derivation answer (see grader.derivations)."""
     from grader.derivations import check as run
     return run(exercise, prompt, answer)
+
+
+def show_sass(exercise: str, submission: str | Path | None = None, tasks: Iterable[str] = ()):
+    """Each kernel's hot loop in SASS, its loads, stores, FMAs and tensor-core instructions marked
+    and counted per iteration (see grader.sass); shown as text in a notebook. No GPU needed."""
+    from grader.sass import exercise_sass
+    return exercise_sass(exercise, Path(submission) if submission else None, tuple(tasks))

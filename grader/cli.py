@@ -6,6 +6,8 @@
     grade exercise 01 --json               the result as JSON on stdout
     grade exercise 01 --no-profile         skip Nsight Compute
     grade exercise 01 --sanitize           correctness under compute-sanitizer (memcheck, racecheck)
+    grade exercise 01 --sass               each kernel's hot loop in SASS, its instructions counted
+    grade exercise 01 --figures DIR        also the grading's figures as PNG files in DIR
     grade model                            the capstone: train and serve a model on your kernels
     grade model NAME                       ... one of its models by name (`grade model --list`)
     grade model --submission DIR           ... with the exercise folders in DIR
@@ -75,8 +77,16 @@ def exercise_cmd(
                                                                        "kernels into this PNG file")] = None,
     sanitize: Annotated[bool, typer.Option("--sanitize", help="run the correctness cases under "
                                            "compute-sanitizer (memcheck, racecheck) instead of timing")] = False,
+    sass: Annotated[bool, typer.Option("--sass", help="instead of grading, show each kernel's hot loop in SASS "
+                                       "with its loads, stores, FMAs and tensor-core instructions marked and "
+                                       "counted per iteration (no GPU needed)")] = False,
+    figures: Annotated[Optional[Path], typer.Option(metavar="DIR", help="also draw the figures of the grading "
+                                                    "(roofline, speed against size) as PNG files into DIR")] = None,
 ) -> None:
     """Grade an exercise. The capstone is graded by `grade model`."""
+    if sass:
+        _show_sass(exercise, submission, tuple(task or ()))
+        return
     from grader.pipeline import GradingError, Options, grade
     from grader.report import render_rich, report_width
 
@@ -115,7 +125,37 @@ def exercise_cmd(
             err.print(f"roofline written to {roofline}")
         else:
             err.print("no roofline: nothing was timed")
+    if figures is not None:
+        _write_figures(result, figures, err)
     raise typer.Exit(int(result.exit_code))
+
+
+def _show_sass(exercise: str, submission: Optional[Path], tasks: tuple[str, ...]) -> None:
+    from grader.sass import exercise_sass
+    from grader.spec import SpecError
+    err = Console(stderr=True)
+    try:
+        report = exercise_sass(exercise, submission, tasks)
+    except SpecError as exc:
+        err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(int(ExitCode.USAGE))
+    sys.stdout.write(report.render() + "\n")
+    if (report.notice and not report.tasks) or any(t.error.startswith("cuobjdump") for t in report.tasks):
+        raise typer.Exit(int(ExitCode.NOT_GRADED))
+    if any(t.error for t in report.tasks):
+        raise typer.Exit(int(ExitCode.FAILED))
+
+
+def _write_figures(result, folder: Path, err: Console) -> None:
+    from grader.figures import MISSING_MATPLOTLIB, grading_figures, have_matplotlib
+    if not have_matplotlib():
+        err.print(MISSING_MATPLOTLIB)
+        return
+    written = grading_figures(result, folder)
+    if written:
+        err.print("figures written: " + ", ".join(str(p) for p in written))
+    else:
+        err.print("no figures: nothing was timed")
 
 
 @app.command("model", cls=Command)

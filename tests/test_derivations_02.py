@@ -157,6 +157,8 @@ def test_the_truth_is_autograd():
     ("layer_flops", "backward_flops", 2 * 8192 * 3072 * 768, "Two products"),
     ("layer_flops", "forward_us_fp32", 2 * 8192 * 3072 * 768 / 67e12, "not seconds"),
     ("layer_flops", "forward_us_bf16", 2 * 8192 * 3072 * 768 / 989.5e12 * 1e3, "Check the unit"),
+    ("layer_flops", "forward_us_bf16", 2 * 8192 * 3072 * 768 / (2 * 989.5e12) * 1e6, "sparse figure"),
+    ("tile_intensity", "ridge_bf16", 2 * 989.5e12 / 4.8e12, "sparse tensor-core peak"),
     ("tile_intensity", "intensity_block_fp32", 16, "A multiply-add is 2 FLOPs"),
     ("tile_intensity", "ridge_fp32", 4800 / 67000, "Upside down"),
     ("tile_intensity", "tile_bf16", 4 * 989.5e12 / 4.8e12, "2 bytes, not 4"),

@@ -84,21 +84,38 @@ def test_the_outlier_check_tells_what_the_scales_do(answers):
     assert "Section 6 moves them into the weights" in message
 
 
-@pytest.mark.parametrize("slip", ["round away from zero", "scale 128", "zero row"])
-def test_a_wrong_quantizer_is_refused_with_the_recipe(answers, slip):
+def _per_row_with(slip: str):
     def per_row(x):
-        amax = np.abs(x).max(axis=1, keepdims=True)
-        scale = np.where(amax > 0, amax / (128.0 if slip == "scale 128" else 127.0), 1.0)
-        if slip == "zero row":
-            scale = amax / 127.0
-        q = np.floor(np.abs(x / scale) + 0.5) * np.sign(x) if slip == "round away from zero" else np.round(x / scale)
-        return np.clip(q, -127, 127) * scale
+        amax = np.abs(x).max() if slip == "per tensor" else np.abs(x).max(axis=1, keepdims=True)
+        levels = {"scale 128": 128.0, "scale 255": 255.0}.get(slip, 127.0)
+        scale = amax / levels if slip == "zero row" else np.where(amax > 0, amax / levels, 1.0)
+        v = x / scale
+        q = {"round away from zero": lambda: np.floor(np.abs(v) + 0.5) * np.sign(v),
+             "truncate": lambda: np.trunc(v)}.get(slip, lambda: np.round(v))()
+        q = np.clip(q, -127, 127)
+        return q if slip == "codes" else q * scale
+    return per_row
 
+
+@pytest.mark.parametrize("slip, named", [
+    ("round away from zero", "Ties rounded away from zero"),
+    ("scale 128", "Scale = amax / 128"),
+    ("scale 255", "Scale = amax / 255"),
+    ("truncate", "truncated toward zero"),
+    ("codes", "The codes q returned"),
+    ("per tensor", "Per tensor where this function is per row"),
+    ("zero row", "a zero scale: use scale = 1 where amax is 0"),
+    ("something else", "Hint: scale = amax / 127 (1 for amax = 0)"),
+])
+def test_a_wrong_quantizer_is_refused_with_its_mistake_named(answers, slip, named):
+    per_row = _per_row_with(slip)
+    if slip == "something else":
+        per_row = lambda x: _per_row_with("")(x) * 1.01  # noqa: E731 (off by 1%, no known slip)
     with np.errstate(all="ignore"):
         result = check("05", "outlier_channel", {"quantize_per_tensor": answers.quantize_per_tensor,
                                                  "quantize_per_row": per_row})
     assert not result.passed
-    assert "quantize_per_row" in result.message and "Hint: scale = amax / 127" in result.message
+    assert "quantize_per_row" in result.message and named in result.message, result.message
 
 
 def test_the_clipping_check_tells_who_wins_at_8_and_4_bits(answers):

@@ -3,7 +3,7 @@
 // p, g, m and v are device arrays of `count` device pointers (tensor t has sizes[t] elements, and
 // sizes is a device array too): p[t], m[t] and v[t] are updated in place exactly as in adamw.cu.
 // The grader's lists: GPT-2 small's 148 tensors (124,439,808 values, from 768 to 38,597,376 each),
-// one tensor of one value, and 500 tiny tensors (3 to 64 values) where launches are what counts.
+// one tensor of one value, and 500 tiny tensors (1 to 64 values) where launches are what counts.
 //
 // A launch costs a few microseconds whatever it does; the naive version launches once per tensor.
 // PyTorch's answer is "multi-tensor apply": one launch whose blocks each take a chunk of some

@@ -273,8 +273,8 @@ def _how_they_differ(cases: list[AdamCase]) -> str:
     v_hat = (case.beta2 * case.v + (1 - case.beta2) * case.g ** 2) / (1 - case.beta2 ** case.t)
     return (f"For {case.describe()} the two updates differ by up to {fmt(gap[i])} (parameter {i}: p = "
             f"{case.p[i]:.3g}, sqrt(v_hat) = {math.sqrt(v_hat[i]):.3g}). With L2 the decay wd p is divided by "
-            "sqrt(v_hat) like any gradient, so weights with small gradient variance are decayed more and "
-            "weights with large variance less; AdamW decays every weight by the same factor 1 - lr wd.")
+            "sqrt(v_hat) like any gradient, so weights whose gradients have a small second moment (a small "
+            "mean square) are decayed more and weights with a large one less; AdamW decays every weight by the same factor 1 - lr wd.")
 
 
 def check_adamw_vs_l2(answer: Any) -> Verdict:

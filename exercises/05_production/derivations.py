@@ -128,10 +128,11 @@ def _overflow_questions() -> tuple[NumericQuestion, ...]:
     return (
         NumericQuestion("k_max_int8", "the longest sum of int8 x int8 products that cannot overflow int32",
                         truth["k_max_int8"], diagnose=partial(_diag_overflow, "k_max_int8"),
-                        hint="The worst case: every product as large as it gets, all with one sign."),
+                        hint="The worst case: every product as large as it gets, all with one sign, and int32 holds at "
+                             "most 2^31 - 1."),
         NumericQuestion("k_max_symmetric", "the same with symmetric quantization (values in [-127, 127])",
                         truth["k_max_symmetric"], diagnose=partial(_diag_overflow, "k_max_symmetric"),
-                        hint="The same worst case with 127."),
+                        hint="The same worst case with 127, against the same 2^31 - 1."),
         NumericQuestion("headroom", f"how many times this exercise's longest K ({K_LONGEST:,}) fits in it",
                         truth["headroom"], rtol=RTOL_NUMBERS,
                         hint=f"k_max_symmetric / {K_LONGEST}."),
@@ -233,6 +234,56 @@ def relative_error(x: np.ndarray, approx: np.ndarray) -> float:
     return float(np.linalg.norm(approx - x) / np.linalg.norm(x))
 
 
+def _quantize_with(x: np.ndarray, amax: np.ndarray, levels: float = 127.0, rounding=np.round,
+                   dequantize: bool = True, clip: bool = True) -> np.ndarray:
+    """A quantizer with one thing changed, to name the slip a learner's output matches."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(amax > 0, amax / levels, 1.0)
+        q = rounding(x / scale)
+    if clip:
+        q = np.clip(q, -127, 127)
+    return q * scale if dequantize else q
+
+
+def _half_away(v: np.ndarray) -> np.ndarray:
+    return np.sign(v) * np.floor(np.abs(v) + 0.5)
+
+
+def _quantizer_slips(x: np.ndarray, per_row: bool) -> list[tuple[np.ndarray, str]]:
+    """What a quantizer returns with each common mistake, and the sentence that names it."""
+    amax = np.abs(x).max(axis=1, keepdims=True) if per_row else np.abs(x).max()
+    other = np.abs(x).max() if per_row else np.abs(x).max(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        unguarded = np.round(x / (amax / 127.0)) * (amax / 127.0)
+    return [
+        (_quantize_with(x, other), "per tensor where this function is per row" if per_row else
+         "per row where this function is per tensor"),
+        (_quantize_with(x, amax, levels=128.0), "scale = amax / 128: symmetric INT8 uses 127 steps a side"),
+        (_quantize_with(x, amax, levels=255.0), "scale = amax / 255: symmetric INT8 spans [-amax, amax] with 127 "
+                                                "steps a side, amax / 127 each"),
+        (_quantize_with(x, amax, levels=127.5), "scale = 2 amax / 255: symmetric INT8 uses amax / 127"),
+        (_quantize_with(x, amax, rounding=_half_away), "ties rounded away from zero: np.round rounds half to even, "
+                                                       "as the GPU's cvt.rni does"),
+        (_quantize_with(x, amax, rounding=np.trunc), "q truncated toward zero: round to the nearest (np.round)"),
+        (_quantize_with(x, amax, rounding=np.floor), "q rounded down (floor): round to the nearest (np.round)"),
+        (_quantize_with(x, amax, dequantize=False), "the codes q returned: multiply back by the scale (q * scale)"),
+        (unguarded, "a zero row divided by a zero scale: use scale = 1 where amax is 0"),
+    ]
+
+
+QUANTIZER_HINT = ("scale = amax / 127 (1 for amax = 0), q = round(x / scale) half to even (np.round), "
+                  "clipped to [-127, 127], then q * scale.")
+
+
+def _name_quantizer_slip(x: np.ndarray, got: np.ndarray, per_row: bool) -> str:
+    for slip, text in _quantizer_slips(x, per_row):
+        if slip.shape == got.shape and np.allclose(got, slip, rtol=RTOL_FUNCTIONS, atol=1e-15, equal_nan=True):
+            return text[0].upper() + text[1:] + "."
+    if not np.all(np.isfinite(got)):
+        return "NaN or inf in the output: " + QUANTIZER_HINT
+    return QUANTIZER_HINT
+
+
 def _check_quantizer(name: str, fn: Any, truth: Any) -> str | None:
     rng = np.random.default_rng(55)
     for where, x in (("a 64 x 512 matrix with outlier channels and a zero row", outlier_matrix()),
@@ -250,9 +301,9 @@ def _check_quantizer(name: str, fn: Any, truth: Any) -> str | None:
             return f"{name} on {where} returned shape {None if got is None else got.shape}; expected {want.shape}."
         if not np.allclose(got, want, rtol=RTOL_FUNCTIONS, atol=1e-15):
             i = np.unravel_index(np.argmax(np.abs(got - want)), want.shape)
+            hint = _name_quantizer_slip(x, got, per_row=truth is reference_per_row)
             return (f"{name} on {where}: element {tuple(int(v) for v in i)} is {got[i]:.6g}, expected {want[i]:.6g} "
-                    f"(x = {x[i]:.6g}).\n  Hint: scale = amax / 127 (1 for amax = 0), q = round(x / scale) half to "
-                    "even (np.round), clipped to [-127, 127], then q * scale.")
+                    f"(x = {x[i]:.6g}).\n  Hint: {hint}")
     return None
 
 

@@ -13,15 +13,16 @@
 //
 // Hints, in order of payoff:
 //   * The tile structure of exercise 02's GEMM, with mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32:
-//     each instruction multiplies a 16 x 32 tile of A by a 32 x 8 tile of B^T, four times the work
-//     of a bf16 m16n8k16. Both operands are K-contiguous, exactly the "row.col" layout it wants.
+//     each instruction multiplies a 16 x 32 tile of A by a 32 x 8 tile of B^T, twice the work
+//     of a bf16 m16n8k16 (16 x 8 x 32 multiply-adds against 16 x 8 x 16) at twice its rate. Both operands are K-contiguous, exactly the "row.col" layout it wants.
 //   * ldmatrix works on 16-bit units; for int8 an 8 x 8 "b16" matrix is an 8 x 16 tile of bytes,
 //     which is exactly a fragment of m16n8k32 for both operands. cp.async in a 3-4 stage ring.
 //   * Measured on the H200, a good mma.sync kernel beats torch._int_mm: 1.1x at 8192^3, 1.8x and 3.8x
 //     on GPT-2's shapes (FP8 is another story: its mma.sync is emulated on sm_90, and only wgmma
 //     runs it at full rate).
 //     Look at the SASS (cuobjdump --dump-sass): your inner loop should be IMMA instructions.
-//   * The int32 sum of K products of int8 cannot overflow below K = 2^31 / 128^2 = 131,072.
+//   * The int32 sum of K products of int8 cannot overflow for K up to
+//     (2^31 - 1) / 128^2, that is 131,071 products.
 //   * Odd K or misaligned rows: a simple path with __dp4a (four products in one instruction).
 #include <cstdint>
 #include <cuda_bf16.h>

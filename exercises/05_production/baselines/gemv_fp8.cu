@@ -1,7 +1,7 @@
 // Naive baseline for gemv_fp8: dequantize the whole of W into a bf16 buffer first (reading N K
 // bytes and writing 2 N K), then one thread per element of y reading its row of the bf16 copy
-// (2 N K bytes more, with the lanes of a warp K elements apart). Four times the traffic of reading
-// W once, and badly coalesced.
+// (2 N K bytes more, with the lanes of a warp K elements apart). Five times the traffic of reading
+// W once (N K + 2 N K + 2 N K bytes), and badly coalesced.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
