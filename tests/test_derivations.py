@@ -8,8 +8,8 @@ What is particular to one exercise (its slips and their hints) is in tests/test_
 from __future__ import annotations
 
 import ast
+import builtins
 import re
-import sys
 
 import pytest
 from derivation_helpers import cells_tagged, load_answers, no_gpu, read_notebook, run_notebook, source  # noqa: F401
@@ -70,14 +70,14 @@ def test_the_untouched_notebook_runs_and_every_check_says_not_answered(exercise)
 def test_the_hidden_answers_in_the_notebook_pass_every_check(exercise, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each answer cell replaced by the names it defines, taken from the hidden answers.py."""
     answers = load_answers(_answers_path(exercise))
-    monkeypatch.setitem(sys.modules, "_hidden_answers", answers)
+    monkeypatch.setattr(builtins, "_hidden_answers", answers, raising=False)   # seen by every cell
 
     def answered(prompt: str, code: str) -> str:
         names = _defined(code)
         assert names, f"{prompt}: the answer cell defines nothing"
         missing = [n for n in names if not hasattr(answers, n)]
         assert not missing, f"{prompt}: answers.py lacks {missing}"
-        return "import _hidden_answers\n" + "\n".join(f"{n} = _hidden_answers.{n}" for n in names)
+        return "\n".join(f"{n} = _hidden_answers.{n}" for n in names)
 
     results = run_notebook(_notebook(exercise), answered)
     for prompt, result in results.items():
