@@ -12,7 +12,7 @@
     DIR/pyproject.toml, DIR/setup.sh
 
 and nothing of solutions/. An answer key is written by running the exercise's notebook with the
-hidden answers in its answer cells while grader.derivations.answer_key watches the instructor's
+hidden answers in its answer cells while grader.derivations.key_recorder watches the instructor's
 checkers judge them, for the GPU the instructor names: then every key is checked against the same
 answers before the copy is done. Nothing here knows an exercise or a prompt.
 """
@@ -30,7 +30,6 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from grader import spec as specmod
 from grader.course import CourseError, defined_names, hidden_answers

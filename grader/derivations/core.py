@@ -123,7 +123,7 @@ NOT_ANSWERED = ("Not answered yet: replace `raise NotImplementedError` (or the `
 # ------------------------------------------------------------------ watching a checker work
 
 # Who watches the checkers: nobody while learners check their answers. While a learner's copy of
-# the course is written, grader.derivations.answer_key watches each checker judge the hidden answer
+# the course is written, grader.derivations.key_recorder watches each checker judge the hidden answer
 # (what it calls, which numbers it compares, with which tolerance) and keeps digests of that.
 _OBSERVER: ContextVar[Any] = ContextVar("s2s_derivations_observer", default=None)
 
