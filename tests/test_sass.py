@@ -51,11 +51,18 @@ def sass(source: Path, tmp_path: Path, arch: str = "sm_90") -> dict[str, str]:
 
 
 def test_bf16_attention_solution_runs_on_tensor_cores(tmp_path: Path) -> None:
+    """On Hopper: TMA loads and wgmma for both products, a kernel per head dim (64, 128); the
+    mma.sync kernels it falls back to elsewhere keep their HMMA and ldmatrix."""
     target = find("04").task("attention_bf16").build.target("sm_90")
     kernels = sass(solutions_dir() / "04_sequence_models" / "attention_bf16.cu", tmp_path, target)
-    attention = {name: body for name, body in kernels.items() if "attention" in name}
-    assert len(attention) == 2, f"one kernel per head dim (64, 128), got {list(kernels)}"
-    for name, body in attention.items():
+    hopper = {name: body for name, body in kernels.items() if "hopper" in name and "attention" in name}
+    fallback = {name: body for name, body in kernels.items() if "mma_path" in name and "attention" in name}
+    assert len(hopper) == 2 and len(fallback) == 2, f"a kernel per head dim (64, 128) on each path: {list(kernels)}"
+    for name, body in hopper.items():
+        assert len(re.findall(r"\bHGMMA\.64x\d+x16\.F32\.BF16\b", body)) >= 16, f"{name}: too few wgmma"
+        assert re.search(r"\bUTMALDG\b", body), f"{name}: K and V should arrive by TMA"
+        assert not re.search(r"\b(LDL|STL)\b", body), f"{name}: local memory (spills)"
+    for name, body in fallback.items():
         assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", body)) >= 64, f"{name}: too few bf16 HMMA"
         assert re.search(r"\bLDSM\b", body), f"{name}: fragments should come through ldmatrix"
         assert not re.search(r"\b(LDL|STL)\b", body), f"{name}: local memory (spills) in the hot loop"
