@@ -417,13 +417,13 @@ def test_solution_is_not_the_stub(task):
 
 
 def test_bf16_solution_uses_tensor_cores():
-    text = (SOLUTIONS / "attention_bf16.cu").read_text()
-    for instruction in (
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
-        "ldmatrix",
-        "cp.async",
-    ):
-        assert instruction in text
+    """wgmma on TMA-loaded tiles on Hopper; mma.sync with ldmatrix and cp.async where it falls back."""
+    hopper = (SOLUTIONS / "attention_bf16.cu").read_text()
+    for instruction in ("wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier"):
+        assert instruction in hopper, instruction
+    fallback = (SOLUTIONS / "attention_bf16_mma.cuh").read_text()
+    for instruction in ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "ldmatrix", "cp.async"):
+        assert instruction in fallback, instruction
 
 
 @pytest.mark.skipif(
