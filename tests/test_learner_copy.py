@@ -172,8 +172,8 @@ def secret_lines(solution: Path) -> list[str]:
         public += "\n" + "\n".join(sorted(_code_lines_of_notebooks()))
     elif (exercise / solution.name).is_file():
         public += "\n" + (exercise / solution.name).read_text()
-    if "steps" in where.parts:      # a step of a ladder: the steps the learner is given are public
-        public += "\n" + "\n".join(p.read_text() for p in sorted((exercise / "steps").rglob("*.cu")))
+    if "steps" in where.parts:      # a step of a ladder: the steps every ladder gives are public
+        public += "\n" + "\n".join(p.read_text() for p in sorted((ROOT / "exercises").glob("*/steps/*/*.cu")))
     idioms = _infrastructure()
     found = []
     for line in solution.read_text().splitlines():
