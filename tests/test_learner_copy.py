@@ -165,12 +165,15 @@ def secret_lines(solution: Path) -> list[str]:
     """The lines of a reference solution or of the hidden answers that would give them away: every
     line of 20 characters or more that is not an #include, an import, a signature, part of the
     task's stub or of any public baseline, or an idiom of the grader and its test kernels."""
-    exercise = ROOT / "exercises" / solution.parent.name
+    where = solution.relative_to(ROOT / "solutions")
+    exercise = ROOT / "exercises" / where.parts[0]
     public = "\n".join(p.read_text() for p in sorted((ROOT / "exercises").glob("*/baselines/*")))
     if solution.suffix == ".py":
         public += "\n" + "\n".join(sorted(_code_lines_of_notebooks()))
     elif (exercise / solution.name).is_file():
         public += "\n" + (exercise / solution.name).read_text()
+    if "steps" in where.parts:      # a step of a ladder: the steps every ladder gives are public
+        public += "\n" + "\n".join(p.read_text() for p in sorted((ROOT / "exercises").glob("*/steps/*/*.cu")))
     idioms = _infrastructure()
     found = []
     for line in solution.read_text().splitlines():

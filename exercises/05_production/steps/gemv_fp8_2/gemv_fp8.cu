@@ -1,0 +1,59 @@
+// Exercise 05 · the ladder of gemv_fp8, step 2 (given, complete): a warp per row of W, W read once.
+//
+// Step 1, the naive baseline (baselines/gemv_fp8.cu), writes a bf16 copy of W to memory and reads
+// it back with the lanes of a warp K elements apart: five bytes moved per byte of W, and badly
+// coalesced. Here every byte of W is read once, straight from its e4m3 form:
+//   * warp w of a block owns row n of W and computes y[m][n] for every token m (up to 16 at once,
+//     in registers), so W is streamed once whatever M is;
+//   * its lanes take consecutive k: one load instruction reads 32 consecutive bytes of the row;
+//   * each lane converts its e4m3 value to float in a register, multiplies it by x[m][k] for every
+//     m (x is small and stays in L1 and L2), then the warp sums its 32 partial sums with shuffles
+//     and scales by scale[n] once.
+// One byte per lane per load: a warp's load moves 32 bytes, a single sector. Step 3 makes each
+// lane load 16 bytes at once.
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kMaxTokens = 16;        // rows of x per launch: their sums live in registers
+
+__device__ __forceinline__ float warp_sum(float value) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+    return value;
+}
+
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+gemv_rows(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const float* scale, __nv_bfloat16* y,
+          int M, int N, int K) {
+    const int n = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (n >= N) return;                                // a whole warp leaves together
+    const __nv_fp8_e4m3* w = W + (size_t)n * K;
+    float sums[kMaxTokens] = {};
+    for (int k = lane; k < K; k += warpSize) {
+        const float wk = float(w[k]);
+#pragma unroll
+        for (int m = 0; m < kMaxTokens; ++m)
+            if (m < M) sums[m] += wk * __bfloat162float(x[(size_t)m * K + k]);
+    }
+#pragma unroll
+    for (int m = 0; m < kMaxTokens; ++m) {
+        if (m < M) {
+            const float total = warp_sum(sums[m]);
+            if (lane == 0) y[(size_t)m * N + n] = __float2bfloat16(total * scale[n]);
+        }
+    }
+}
+
+}  // namespace
+
+extern "C" void gemv_fp8(const __nv_bfloat16* x, const __nv_fp8_e4m3* W, const float* scale,
+                         __nv_bfloat16* y, int M, int N, int K) {
+    const unsigned blocks = (unsigned)((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    for (int m0 = 0; m0 < M; m0 += kMaxTokens) {      // more than 16 tokens: W again per 16
+        const int tokens = M - m0 < kMaxTokens ? M - m0 : kMaxTokens;
+        gemv_rows<<<blocks, kWarpsPerBlock * 32>>>(x + (size_t)m0 * K, W, scale, y + (size_t)m0 * N, tokens, N, K);
+    }
+}
