@@ -27,9 +27,9 @@ In a released notebook::
     assert verdict.passed, "..."
 
     from grader.notebook import grade_model                   # the capstone: locked, not graded
-    result_gpt = grade_model("gpt", submission="..")
+    result_small = grade_model("small", submission="..")     # a model of capstone.toml
     from grader.notebook import bar_problem                   # graded: one bar of the model
-    problem = bar_problem(result_gpt, "val_loss")
+    problem = bar_problem(result_small, "accuracy")          # a bar id of its points
     assert problem is None, problem
 """
 from __future__ import annotations

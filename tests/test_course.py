@@ -175,7 +175,7 @@ def test_the_capstone_grades_its_prompts_and_its_bars_fail_cleanly_without_kerne
             # Exercise 02's folder was never handed in: the sentence names the kernels it lacks.
             assert "Nothing was trained" in errors[0].evalue and "linear_forward (exercise 02)" in errors[0].evalue, \
                 errors[0].evalue
-        trained = [c for c in nb if grade_id(c).startswith("grade_model_")]
+        trained = [c for c in nb if grade_id(c).startswith("grade_model_") and c.cell_type == "code"]
         assert trained and not any(o.output_type == "error" for c in trained for o in c.outputs)
     assert re.search(r"solution\s*│\s*5/5\s*│\s*0/\d+\s*│\s*5/\d+", built.autograde_output), built.autograde_output
 
