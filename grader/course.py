@@ -17,6 +17,9 @@ Nothing here knows an exercise: the notebook's cell tags say what each cell is.
   verdict came from the instructor's own checkers, never from a learner's copy of the course.
 * ``grade``: replaced by a locked cell that grades every kernel once (``result = grade(...)``),
   followed by one locked test cell per task for its correctness points and one for its speed points.
+  In the capstone (capstone.toml, no task of its own), a locked cell per model that trains it on the
+  kernels of the exercise folders beside it, followed by one test cell per bar worth its points
+  (``[models.NAME.points]``); a ``grade`` cell tagged ``model:NAME`` stands for that model only.
 * anything else: locked, so autograding restores it.
 
 An exercise without a notebook gets a minimal one: a title, the tasks, and the grading cells.
@@ -41,7 +44,7 @@ from grader.course_notebook import (BEGIN, BEGIN_HIDDEN, END, END_HIDDEN, FROM_T
 from grader.course_scores import (CellScore, StudentScore, course_repository, export_grades, nbgrader_command,
                                   require_full_checkers, scores, submitted_students)
 from grader.derivations.core import GPU_VARIABLE, named_spec
-from grader.spec import Exercise, discover, find, learner_copy, repo_root, solutions_dir
+from grader.spec import Exercise, find_unit, learner_copy, repo_root, solutions_dir, units
 
 __all__ = ["Assignment", "BEGIN", "BEGIN_HIDDEN", "CELL_TIMEOUT_S", "CONFIG_MARK", "CellScore", "Course", "CourseError",
            "END", "END_HIDDEN", "FROM_THE_INSTRUCTOR", "IGNORED", "SCHEMA_VERSION", "SHADOWING", "StudentScore",
@@ -178,7 +181,7 @@ def build_course(root: Path, exercises: Sequence[str] = (), force: bool = False,
         if named is None:
             raise CourseError(f"no spec sheet matches the GPU {gpu!r} (hardware/specs.toml lists the GPUs it knows)")
         gpu_key = named.key
-    chosen = [find(e) for e in exercises] if exercises else discover()
+    chosen = [find_unit(e) for e in exercises] if exercises else units()
     if not chosen:
         raise CourseError(f"no exercises found in {repo_root() / 'exercises'}")
     config = root / "nbgrader_config.py"
@@ -196,7 +199,7 @@ def build_course(root: Path, exercises: Sequence[str] = (), force: bool = False,
 def _existing_assignments(root: Path) -> list[Assignment]:
     """Assignments built earlier into the same course, so that a partial build keeps their settings."""
     out = []
-    for ex in discover():
+    for ex in units():
         if (root / "source" / ex.folder.name).is_dir():
             stubs, files = _task_files(ex)
             out.append(Assignment(ex.folder.name, ex.id, ex.title, ex.notebook, False, tuple(stubs),

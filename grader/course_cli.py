@@ -223,7 +223,8 @@ def _count(n: int, noun: str) -> str:
 # Graded cells by what they give points for; their grade ids come from grader.course.
 GROUPS = (("derivations", lambda name: name.startswith("check_")),
           ("kernels correct", lambda name: name.startswith("kernel_") and name.endswith("_correct")),
-          ("kernels fast", lambda name: name.startswith("kernel_") and name.endswith("_speed")))
+          ("kernels fast", lambda name: name.startswith("kernel_") and name.endswith("_speed")),
+          ("model bars", lambda name: name.startswith("model_")))
 
 
 def summary_table(assignment: str, results) -> Table:

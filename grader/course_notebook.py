@@ -144,8 +144,12 @@ def _plural(points: float) -> str:
     return f"{points:g} point" + ("" if points == 1 else "s")
 
 
-def grading_cells(exercise: Exercise) -> list[nbformat.NotebookNode]:
-    """The locked cell that grades every kernel once, and one test cell per task and kind of points."""
+def grading_cells(exercise: Exercise, model: str | None = None) -> list[nbformat.NotebookNode]:
+    """The locked cell that grades every kernel once, and one test cell per task and kind of points;
+    for the capstone, the same for each of its models (or the one named): a locked cell that trains
+    it, and one test cell per bar."""
+    if exercise.models:
+        return [c for name in ([model] if model else exercise.models) for c in _model_cells(exercise, name)]
     cells = [_code(f'from grader.notebook import grade\n\n'
                    f'result = grade("{exercise.id}", submission=".", profile=False)\nresult',
                    _meta("grade_kernels")),
@@ -170,6 +174,36 @@ def grading_cells(exercise: Exercise) -> list[nbformat.NotebookNode]:
                 f'problem = speed_problem(result, "{task.name}")\n'
                 f"assert problem is None, problem",
                 _meta(f"kernel_{task.name}_speed", grade=True, points=task.points.speed)))
+    return cells
+
+
+def _model_cells(exercise: Exercise, name: str) -> list[nbformat.NotebookNode]:
+    """The capstone's model ``name``: its training and report (locked), then one test cell per bar
+    of capstone.toml's points, each asserting on that bar of the result."""
+    from grader.capstone import ModelError, bar_points, load_capstone
+
+    try:
+        points = bar_points(load_capstone(name))
+    except ModelError as exc:
+        raise CourseError(str(exc)) from None
+    if not points:
+        raise CourseError(f"{exercise.folder / 'capstone.toml'}: [models.{name}.points] gives no bar any points; "
+                          "the course grades the capstone by its bars")
+    cells = [_code(f"from grader.notebook import grade_model\n\n"
+                   f"# Your kernels are taken from the exercise folders beside this one (../02_linear_layers, ...).\n"
+                   f'result_{name} = grade_model("{name}", submission="..")\nresult_{name}',
+                   _meta(f"grade_model_{name}")),
+             _markdown(f"The cells below turn that report into points: each bar of the model earns its points "
+                       "when the model trained on your kernels meets it. A cell that fails says why; without an "
+                       "NVIDIA GPU, or while a kernel is missing or wrong, nothing trains and they all fail.",
+                       _meta(f"grade_model_{name}_explained"))]
+    for bar, value in points.items():
+        cells.append(_code(
+            f"# {name}: the bar {bar!r} ({_plural(value)})\n"
+            f"from grader.notebook import bar_problem\n\n"
+            f'problem = bar_problem(result_{name}, "{bar}")\n'
+            f"assert problem is None, problem",
+            _meta(f"model_{name}_{bar}", grade=True, points=value)))
     return cells
 
 
@@ -214,7 +248,7 @@ def source_notebook(exercise: Exercise, answers_file: Path | None) -> tuple[nbfo
     points = _prompt_points(exercise)
     answers = answers_file.read_text() if answers_file and answers_file.is_file() else None
     cells: list[nbformat.NotebookNode] = []
-    graded = False
+    graded, graded_models = False, set()
     for index, cell in enumerate(nb.cells):
         cell = nbformat.from_dict(cell)
         cell.metadata.pop("nbgrader", None)
@@ -222,7 +256,12 @@ def source_notebook(exercise: Exercise, answers_file: Path | None) -> tuple[nbfo
             cell.outputs, cell.execution_count = [], None
         answer, check = _tag_value(cell, "answer"), _tag_value(cell, "check")
         if "grade" in _tags(cell):
-            cells += grading_cells(exercise)
+            model = _tag_value(cell, "model")
+            if model is not None and model not in exercise.models:
+                raise CourseError(f"{where}: a grading cell is tagged model:{model}, which is not a model of "
+                                  f"{exercise.folder / 'capstone.toml'}")
+            cells += grading_cells(exercise, model)
+            graded_models.update([model] if model else exercise.models)
             graded = True
             continue
         if answer and cell.cell_type == "code":
@@ -244,6 +283,9 @@ def source_notebook(exercise: Exercise, answers_file: Path | None) -> tuple[nbfo
         cells.append(cell)
     if not graded:
         cells += grading_cells(exercise)
+    for model in exercise.models:
+        if graded and model not in graded_models:
+            cells += grading_cells(exercise, model)
     nb.cells = cells
     return nb, False
 

@@ -213,7 +213,7 @@ def learner_tests(tests: Path) -> tuple[list[Path], list[Path]]:
 def _exercise_table(exercises: list[specmod.Exercise]) -> str:
     rows = ["| exercise | folder | tasks |", "| --- | --- | --- |"]
     for ex in exercises:
-        tasks = ", ".join(f"`{t.name}`" for t in ex.tasks)
+        tasks = ", ".join(f"`{t.name}`" for t in ex.tasks) or ", ".join(f"`grade model {m}`" for m in ex.models)
         rows.append(f"| {ex.id} {ex.title} | `exercises/{ex.folder.name}` | {tasks} |")
     return "\n".join(rows)
 
@@ -233,7 +233,7 @@ def write_learner_copy(target: Path, gpu_name: str | None = None) -> LearnerCopy
     if target.exists() and any(target.iterdir()) and not (target / specmod.LEARNER_COPY_FILE).is_file():
         raise CourseError(f"{target} exists, is not empty and is not a learner's copy: choose a new folder")
     gpu, why = choose_gpu(gpu_name)
-    exercises = specmod.discover()
+    exercises = specmod.units()
     salt = secrets.token_bytes(16)
 
     keys = [(ex, *record_keys(ex, gpu, salt)) for ex in exercises if ex.derivations_file]

@@ -25,6 +25,12 @@ In a released notebook::
     from grader.notebook import checked
     verdict = checked("01", "relu_jacobians", {...})         # graded: a derivation prompt
     assert verdict.passed, "..."
+
+    from grader.notebook import grade_model                   # the capstone: locked, not graded
+    result_small = grade_model("small", submission="..")     # a model of capstone.toml
+    from grader.notebook import bar_problem                   # graded: one bar of the model
+    problem = bar_problem(result_small, "accuracy")          # a bar id of its points
+    assert problem is None, problem
 """
 from __future__ import annotations
 
@@ -226,3 +232,47 @@ def checked(exercise: str, prompt: str, answer: Any):
     _show_notes(captured)
     _display(verdict)
     return verdict
+
+
+def grade_model(model: str, submission: str | Path = "..", out: str | Path | None = None) -> Any:
+    """Train and grade the capstone's ``model`` on the kernels of the exercise folders in
+    ``submission`` (by default beside the notebook's), quietly, and return the ModelResult that the
+    graded cells below it assert on. Nothing trains unless every kernel is ready on a GPU: the
+    PyTorch twin alone earns no bar (``grade model`` in a terminal shows it)."""
+    from grader.model import grade_model as run
+
+    progress = ProgressLine()
+    started = time.perf_counter()
+    with quiet() as captured:
+        result = run(submission=submission, out=out or f"model-report-{model}", say=progress, model=model,
+                     twin_alone=False)
+    progress.done(f"graded in {time.perf_counter() - started:.1f} s")
+    _show_notes(captured)
+    return result
+
+
+def bar_problem(result: Any, bar: str) -> str | None:
+    """None when the model trained on the learner's kernels meets the bar ``bar`` (its id in
+    capstone.toml's points), else why not, in a sentence."""
+    from grader.model import ModelResult
+
+    if not isinstance(result, ModelResult):
+        return "There is no model to check: run the cell above first (it trains the model on your kernels)."
+    waiting = [k for k in result.kernels if k.status in ("missing", "failed")]
+    if waiting:
+        return ("Nothing was trained: these kernels are missing or not yet correct, and nothing stands in for "
+                "them: " + "; ".join(f"{k.task} (exercise {k.exercise}): {k.summary}" for k in waiting))
+    if any(k.status == "not run" for k in result.kernels):
+        return f"Nothing was trained on your kernels. {result.notice or 'They could not be checked here.'}"
+    if result.run.fatal:
+        return f"The training did not finish: {result.run.fatal}"
+    if result.run.error:
+        return f"Training on your kernels stopped: {result.run.error}"
+    found = next((b for b in result.bars if b.id == bar), None)
+    if found is None:
+        return f"The model's report has no bar {bar!r}: its bars are {', '.join(b.id for b in result.bars)}."
+    if found.passed is None:
+        return f"{found.what}: not measured. {result.run.notice or result.notice}".strip()
+    if not found.passed:
+        return f"{found.what}: needed {found.needed}, got {found.got}."
+    return None

@@ -25,8 +25,8 @@ from grader.spec_values import (COMPUTE_UNITS, DTYPES, FILLS, FLOAT32_MAX, RESER
 
 __all__ = ["Arg", "Build", "COMPUTE_UNITS", "Case", "DTYPES", "DType", "Exercise", "Expr", "FILLS", "FLOAT32_MAX",
            "LEARNER_COPY_FILE", "LearnerCopy", "Points", "RESERVED_CASE_KEYS", "ROLES", "SCALAR_DTYPES", "Shape",
-           "SpecError", "Task", "Value", "discover", "exercises_dir", "find", "float32", "learner_copy", "load",
-           "reference_parameters", "repo_root", "solutions_dir"]
+           "SpecError", "Task", "Value", "discover", "find_unit", "exercises_dir", "find", "float32", "learner_copy", "load",
+           "reference_parameters", "repo_root", "solutions_dir", "units"]
 
 
 def repo_root() -> Path:
@@ -95,3 +95,26 @@ def find(ident: str) -> Exercise:
             return load(folder)
     known = ", ".join(f.name for f in candidates) or "none"
     raise SpecError(f"there is no exercise {ident!r}. Exercises here: {known}")
+
+
+def units() -> list[Exercise]:
+    """What the course is made of, in folder order: every exercise, and the capstone (an Exercise
+    whose ``models`` are capstone.toml's and that has no task of its own) where there is one."""
+    from grader.capstone import capstone_exercise
+
+    capstone = capstone_exercise()
+    return sorted(discover() + ([capstone] if capstone else []), key=lambda e: e.folder.name)
+
+
+def find_unit(ident: str) -> Exercise:
+    """An exercise as :func:`find` finds it, or the capstone by its number or folder name."""
+    try:
+        return find(ident)
+    except SpecError:
+        from grader.capstone import capstone_exercise, is_capstone
+
+        if is_capstone(ident):
+            capstone = capstone_exercise()
+            if capstone is not None:
+                return capstone
+        raise

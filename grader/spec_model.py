@@ -236,6 +236,7 @@ class Exercise:
     reference_file: str
     tasks: tuple[Task, ...]
     derivations_file: str = ""
+    models: tuple[str, ...] = ()        # the capstone's models (capstone.toml); an exercise has none
 
     def task(self, name: str) -> Task:
         for t in self.tasks:

@@ -20,6 +20,7 @@ from grader import spec
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_foundations"
 EX01 = spec.find("01")
+CAPSTONE = next(u for u in spec.units() if u.models)      # the capstone: an assignment of model bars
 SOLUTIONS = ROOT / "solutions" / ASSIGNMENT
 NO_GPU = "need an NVIDIA GPU"
 
@@ -48,29 +49,29 @@ def course_cli(*args: str) -> list[str]:
 
 def build_and_release(root: Path, env: dict[str, str], exercises: list[str] | None = None) -> None:
     """`grade course build` (every exercise unless told), then `nbgrader generate_assignment` for each."""
-    chosen = [spec.find(e) for e in exercises] if exercises else spec.discover()
+    chosen = [spec.find_unit(e) for e in exercises] if exercises else spec.units()
     run_ok(course_cli("build", str(root), *[a for e in exercises or () for a in ("-e", e)]), ROOT, env)
     for ex in chosen:
         run_ok([sys.executable, "-m", "nbgrader", "generate_assignment", ex.folder.name, "--force"], root, env)
 
 
-def submit(root: Path, student: str, *, answers: bool, files: dict[str, Path]) -> Path:
+def submit(root: Path, student: str, *, answers: bool, files: dict[str, Path], assignment: str = ASSIGNMENT) -> Path:
     """Hand in the released notebook (with the hidden answers if asked) and .cu files, plus clutter."""
-    release, target = root / "release" / ASSIGNMENT, root / "submitted" / student / ASSIGNMENT
+    release, target = root / "release" / assignment, root / "submitted" / student / assignment
     shutil.copytree(release, target)
     if answers:
         source = {grade_id(c): c.source
-                  for c in nbformat.read(root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4).cells}
-        nb = nbformat.read(target / f"{ASSIGNMENT}.ipynb", as_version=4)
+                  for c in nbformat.read(root / "source" / assignment / f"{assignment}.ipynb", as_version=4).cells}
+        nb = nbformat.read(target / f"{assignment}.ipynb", as_version=4)
         for cell in nb.cells:
             if cell.metadata.get("nbgrader", {}).get("solution"):
                 cell.source = source[grade_id(cell)]
-        nbformat.write(nb, target / f"{ASSIGNMENT}.ipynb")
+        nbformat.write(nb, target / f"{assignment}.ipynb")
     for name, path in files.items():
         shutil.copyfile(path, target / name)
     # What a learner's folder picks up: editor state, Python caches, a build of their own.
     (target / ".ipynb_checkpoints").mkdir()
-    (target / ".ipynb_checkpoints" / f"{ASSIGNMENT}-checkpoint.ipynb").write_text("{}")
+    (target / ".ipynb_checkpoints" / f"{assignment}-checkpoint.ipynb").write_text("{}")
     (target / "__pycache__").mkdir()
     (target / "__pycache__" / "helper.cpython-311.pyc").write_bytes(b"\0")
     (target / "vector_add.so").write_bytes(b"\0")

@@ -31,8 +31,8 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbgrader", reason="nbgrader is not installed: pip install -e '.[course]'")
 
-from course_helpers import (ASSIGNMENT, EX01, NO_GPU, ROOT, SOLUTIONS, WRONG_VECTOR_ADD, course_env,  # noqa: E402
-                            grade_id, run_ok, submit)
+from course_helpers import (ASSIGNMENT, CAPSTONE, EX01, NO_GPU, ROOT, SOLUTIONS, WRONG_VECTOR_ADD,  # noqa: E402
+                            course_env, grade_id, run_ok, submit)
 from lab_server import jupyter_lab  # noqa: E402
 
 from grader import class_grading, course, spec  # noqa: E402
@@ -69,7 +69,7 @@ def built(tmp_path_factory) -> Course:
     env = course_env(cache)
     cli = [sys.executable, "-m", "grader.course_cli"]
     run_ok(cli + ["build", str(root)], ROOT, env)
-    for ex in spec.discover():
+    for ex in spec.units():
         run_ok([sys.executable, "-m", "nbgrader", "generate_assignment", ex.folder.name, "--force"], root, env)
     solutions = {t.source: SOLUTIONS / t.source for t in EX01.tasks}
     submit(root, "solution", answers=True, files=solutions)
@@ -77,7 +77,11 @@ def built(tmp_path_factory) -> Course:
     submit(root, "wrong", answers=True, files={**solutions, "vector_add.cu": WRONG_VECTOR_ADD})
     graded = run_ok(cli + ["autograde", str(root), ASSIGNMENT, "--derivations-only"], root, env, timeout=600)
     run_ok([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT], root, env)
-    return Course(root, cache, graded.stdout)
+    # The capstone, handed in after exercise 01: its kernels are those of the exercise folders beside it.
+    submit(root, "solution", answers=True, files={}, assignment=CAPSTONE.slug)
+    submit(root, "stub", answers=False, files={}, assignment=CAPSTONE.slug)
+    capstone = run_ok(cli + ["autograde", str(root), CAPSTONE.slug, "--derivations-only"], root, env, timeout=600)
+    return Course(root, cache, graded.stdout + capstone.stdout)
 
 
 # ================================================================== what the build writes
@@ -97,7 +101,7 @@ def _config(root: Path):
 
 def test_config_keeps_every_students_cu_and_gives_gpu_grading_time(built):
     c = _config(built.root)
-    expected = {ex.folder.name: [t.source for t in ex.tasks] for ex in spec.discover()}
+    expected = {ex.folder.name: [t.source for t in ex.tasks] for ex in spec.units()}
     assert c.Autograde.exclude_overwriting == expected
     assert c.ClearSolutions.code_stub == {"python": ""}
     assert c.Execute.timeout >= 1800 and c.ExecutePreprocessor.timeout >= 1800
@@ -122,6 +126,58 @@ def test_every_exercise_is_an_assignment_with_its_grading_cells(built, exercise)
             assert f'(result, "{task.name}")' in cell.source
             assert order.index(cell_id := f"kernel_{task.name}_{kind}") > order.index("grade_kernels"), cell_id
         assert (folder / task.source).read_bytes() == (exercise.folder / task.source).read_bytes()
+
+
+def test_the_capstone_is_an_assignment_with_a_cell_per_bar_and_its_prompts(built):
+    from grader.capstone import bar_points, load_capstone
+    from grader.derivations import prompts
+
+    folder = built.root / "source" / CAPSTONE.slug
+    nb = nbformat.read(folder / CAPSTONE.notebook, as_version=4)
+    cells = {grade_id(c): c for c in nb.cells}
+    order = [grade_id(c) for c in nb.cells]
+    assert sorted(p.name for p in folder.iterdir()) == [CAPSTONE.notebook], "no stub, no script: only the notebook"
+    for model in CAPSTONE.models:
+        trains = cells[f"grade_model_{model}"]
+        assert trains.metadata.nbgrader["locked"] and not trains.metadata.nbgrader["grade"]
+        assert f'grade_model("{model}", submission="..")' in trains.source
+        points = bar_points(load_capstone(model))
+        assert points and all(v > 0 for v in points.values())
+        for bar, value in points.items():
+            cell = cells[f"model_{model}_{bar}"]
+            assert cell.metadata.nbgrader["points"] == value and cell.metadata.nbgrader["locked"]
+            assert f'bar_problem(result_{model}, "{bar}")' in cell.source
+            assert order.index(f"model_{model}_{bar}") > order.index(f"grade_model_{model}")
+    for p in prompts(CAPSTONE.id):
+        assert cells[f"check_{p.id}"].metadata.nbgrader["points"] == p.max_points
+        assert cells[f"answer_{p.id}"].metadata.nbgrader["solution"]
+    assert not any(i.startswith("kernel_") for i in order)
+
+
+def test_the_capstone_grades_its_prompts_and_its_bars_fail_cleanly_without_kernels(built):
+    from grader.capstone import bar_points, load_capstone
+    from grader.derivations import prompts
+
+    prompt_points = sum(p.max_points for p in prompts(CAPSTONE.id))
+    bar_total = sum(sum(bar_points(load_capstone(m)).values()) for m in CAPSTONE.models)
+    by_student = {s.student: s for s in course.scores(built.root, CAPSTONE.slug)}
+    assert sorted(by_student) == ["solution", "stub"]
+    assert by_student["solution"].group("check_") == (prompt_points, prompt_points)
+    assert by_student["stub"].group("check_") == (0.0, prompt_points)
+    for student, s in by_student.items():
+        assert s.group("model_") == (0.0, bar_total), student
+        nb = nbformat.read(built.root / "autograded" / student / CAPSTONE.slug / CAPSTONE.notebook, as_version=4).cells
+        bar_cells = [c for c in nb if grade_id(c).startswith("model_")]
+        assert len(bar_cells) == sum(len(bar_points(load_capstone(m))) for m in CAPSTONE.models)
+        for cell in bar_cells:
+            errors = [o for o in cell.outputs if o.output_type == "error"]
+            assert len(errors) == 1 and errors[0].ename == "AssertionError", (student, cell.outputs)
+            # Exercise 02's folder was never handed in: the sentence names the kernels it lacks.
+            assert "Nothing was trained" in errors[0].evalue and "linear_forward (exercise 02)" in errors[0].evalue, \
+                errors[0].evalue
+        trained = [c for c in nb if grade_id(c).startswith("grade_model_") and c.cell_type == "code"]
+        assert trained and not any(o.output_type == "error" for c in trained for o in c.outputs)
+    assert re.search(r"solution\s*│\s*5/5\s*│\s*0/\d+\s*│\s*5/\d+", built.autograde_output), built.autograde_output
 
 
 def test_an_exercise_without_notebook_gets_a_minimal_one(tmp_path, monkeypatch):

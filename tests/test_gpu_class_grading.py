@@ -13,6 +13,8 @@ one course; the gradebook and grades.csv must be identical, every derivation and
 score where the learner's copy said it passed (and only there), and the wall times are printed.
 
     pytest -m gpu -s tests/test_gpu_class_grading.py
+
+The capstone has its own test here: its bars need both models trained on the reference kernels.
 """
 from __future__ import annotations
 
@@ -99,3 +101,41 @@ def test_a_class_through_dask_gets_the_grades_of_a_sequential_run(tmp_path):
                                                        if graded[c] != seen[kind][c]})
     assert all(seen["solution"].values()), seen["solution"]
     assert not any(v for c, v in seen["stub"].items() if c.startswith("check_")), seen["stub"]
+
+
+def test_the_capstone_gives_every_bar_its_points_on_the_solutions_and_none_on_the_stubs(tmp_path):
+    """The capstone as an assignment, autograded by stock nbgrader on this GPU after the exercises:
+    a student whose exercise folders hold the reference solutions earns every prompt's and every
+    bar's points (both models train on those kernels), one who handed in nothing earns none, and
+    each bar cell of the latter says which kernels are missing."""
+    from course_helpers import CAPSTONE, build_and_release, grade_id, submit
+    from grader.capstone import bar_points, load_capstone
+
+    nbformat = pytest.importorskip("nbformat")
+    env = _env(tmp_path / "cache")
+    root = tmp_path / "course"
+    build_and_release(root, env, [CAPSTONE.id])
+    submit(root, "solution", answers=True, files={}, assignment=CAPSTONE.slug)
+    submit(root, "stub", answers=False, files={}, assignment=CAPSTONE.slug)
+    # What autograding the exercises first leaves beside the capstone: each student's .cu files.
+    for exercise in sorted({k["exercise"] for m in CAPSTONE.models for k in load_capstone(m)["kernels"]}):
+        folder = spec.find(exercise).folder.name
+        target = root / "autograded" / "solution" / folder
+        shutil.copytree(ROOT / "solutions" / folder, target, ignore=shutil.ignore_patterns("answers.py", "__pycache__"))
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", CAPSTONE.slug], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=3600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    print(f"\ncapstone autograded for 2 students in {time.perf_counter() - began:.0f} s")
+    results = {s.student: s for s in course.scores(root, CAPSTONE.slug)}
+    bars = sum(sum(bar_points(load_capstone(m)).values()) for m in CAPSTONE.models)
+    for student, s in results.items():
+        print(student, {c.name: c.score for c in s.cells})
+    assert results["solution"].score == results["solution"].max_score
+    assert results["solution"].group("model_") == (bars, bars)
+    assert results["stub"].score == 0
+    nb = nbformat.read(root / "autograded" / "stub" / CAPSTONE.slug / CAPSTONE.notebook, as_version=4)
+    for cell in nb.cells:
+        if grade_id(cell).startswith("model_"):
+            errors = [o for o in cell.outputs if o.output_type == "error"]
+            assert errors and "Nothing was trained" in errors[0].evalue, cell.outputs

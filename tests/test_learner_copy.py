@@ -40,7 +40,7 @@ from grader.result import ExitCode  # noqa: E402
 from hardware.specs import GpuSpec, load_specs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-EXERCISES = [ex for ex in spec.discover() if ex.derivations_file]
+EXERCISES = [ex for ex in spec.units() if ex.derivations_file]       # the capstone too
 
 
 def _spec(key: str) -> GpuSpec:
@@ -144,7 +144,7 @@ def _texts(root: Path) -> dict[Path, str]:
 def _code_lines_of_notebooks() -> set[str]:
     """What every notebook's code cells say: answer templates (signatures) and the givens."""
     lines = set()
-    for ex in spec.discover():
+    for ex in spec.units():
         path = ex.folder / (ex.notebook or "")
         if path.is_file():
             for cell in json.loads(path.read_text())["cells"]:

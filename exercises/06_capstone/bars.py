@@ -22,20 +22,22 @@ def bars(values: dict[str, Any], capstone: dict[str, Any]) -> list[Bar]:
     acc, twin_acc = learner.get("test_accuracy"), twin.get("test_accuracy")
     int8 = learner.get("int8_accuracy")
     out = [Bar("test accuracy on your kernels", f">= {_pct(want['test_accuracy'])}", _pct(acc),
-               None if acc is None else acc >= want["test_accuracy"])]
-    twin_bar = Bar("beside the PyTorch twin", f"within {want['twin_points']:g} point", "-", None)
+               None if acc is None else acc >= want["test_accuracy"], id="test_accuracy")]
+    twin_bar = Bar("beside the PyTorch twin", f"within {want['twin_points']:g} point", "-", None, id="twin")
     if acc is not None and twin_acc is not None:
         gap = 100 * (acc - twin_acc)
         twin_bar.got, twin_bar.passed = f"{gap:+.1f} points", abs(gap) <= want["twin_points"] + 1e-9
     out.append(twin_bar)
     steps = want["loss_steps"]
-    loss_bar = Bar(f"loss of the first {steps} steps", f"within {want['loss_rtol']:g} (relative)", "-", None)
+    loss_bar = Bar(f"loss of the first {steps} steps", f"within {want['loss_rtol']:g} (relative)", "-", None,
+                   id="first_steps")
     mine, theirs = learner.get("losses") or [], twin.get("losses") or []
     if len(mine) >= steps and len(theirs) >= steps:
         worst = max(abs(a - b) / abs(b) for a, b in zip(mine[:steps], theirs[:steps]))
         loss_bar.got, loss_bar.passed = f"{worst:.1e}", worst <= want["loss_rtol"]
     out.append(loss_bar)
-    int8_bar = Bar("INT8 (W8A8) serving", f"at most {want['int8_points']:g} point below fp32", "-", None)
+    int8_bar = Bar("INT8 (W8A8) serving", f"at most {want['int8_points']:g} point below fp32", "-", None,
+                   id="int8")
     if int8 is not None and acc is not None:
         drop = 100 * (acc - int8)
         int8_bar.got, int8_bar.passed = f"{-drop:+.1f} points", drop <= want["int8_points"] + 1e-9

@@ -20,19 +20,22 @@ def bars(values: dict[str, Any], capstone: dict[str, Any]) -> list[Bar]:
     want = capstone["bars"]
     learner, twin = values.get("learner") or {}, values.get("twin") or {}
     out = []
-    val = Bar("validation loss beside the PyTorch twin's", f"within {100 * want['val_rtol']:g}%", "-", None)
+    val = Bar("validation loss beside the PyTorch twin's", f"within {100 * want['val_rtol']:g}%", "-", None,
+              id="val_loss")
     if learner.get("val_loss") is not None and twin.get("val_loss") is not None:
         gap = learner["val_loss"] / twin["val_loss"] - 1
         val.got, val.passed = f"{100 * gap:+.2f}%", abs(gap) <= want["val_rtol"]
     out.append(val)
     steps = want["loss_steps"]
-    first = Bar(f"loss of the first {steps} steps", f"within {want['loss_rtol']:g} (relative)", "-", None)
+    first = Bar(f"loss of the first {steps} steps", f"within {want['loss_rtol']:g} (relative)", "-", None,
+                id="first_steps")
     mine, theirs = learner.get("losses") or [], twin.get("losses") or []
     if len(mine) >= steps and len(theirs) >= steps:
         worst = max(_rel(a, b) for a, b in zip(mine[:steps], theirs[:steps]))
         first.got, first.passed = f"{worst:.1e}", worst <= want["loss_rtol"]
     out.append(first)
-    fp8 = Bar("FP8 serving: validation loss beside fp32", f"within {100 * want['fp8_rtol']:g}%", "-", None)
+    fp8 = Bar("FP8 serving: validation loss beside fp32", f"within {100 * want['fp8_rtol']:g}%", "-", None,
+              id="fp8")
     if (learner.get("fp8") or {}).get("val_loss") is not None and learner.get("val_loss") is not None:
         gap = learner["fp8"]["val_loss"] / learner["val_loss"] - 1
         fp8.got, fp8.passed = f"{100 * gap:+.2f}%", abs(gap) <= want["fp8_rtol"]

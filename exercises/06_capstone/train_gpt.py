@@ -25,19 +25,9 @@ from typing import Any
 import torch
 
 import gpt
+from costs import PER_CALL, optimizer_step
 from grader.model import TrainJob, TrainResult
 
-# What each operation of a training step costs, from the sizes it was called with (the same counts
-# as the exercises' own flops and bytes): (FLOPs, bytes moved).
-COSTS = {
-    "linear_forward": lambda M, N, K, gelu: (2 * M * N * K, 4 * (M * K + N * K + 2 * M * N + N)),
-    "linear_backward": lambda M, N, K, gelu: (4 * M * N * K, 4 * (2 * M * K + 2 * N * K + 2 * M * N + N)),
-    "layernorm_forward": lambda rows, cols: (8 * rows * cols, 8 * rows * cols + 8 * cols + 8 * rows),
-    "layernorm_backward": lambda rows, cols: (13 * rows * cols, 12 * rows * cols + 12 * cols + 8 * rows),
-    "attention": lambda bh, seq, dim, causal: (2 * bh * seq * (seq + 1) * dim, 16 * bh * seq * dim),
-    "attention_backward": lambda bh, seq, dim, causal: (5 * bh * seq * (seq + 1) * dim, 32 * bh * seq * dim),
-    "cross_entropy": lambda rows, cols: (5 * rows * cols, 8 * rows * cols + 8 * rows),
-}
 PROFILED_STEPS = 5
 
 
@@ -100,14 +90,11 @@ def profile_ops(initial: gpt.GPT, corpus: gpt.Corpus, config: gpt.Config, kernel
         s2s_ops.use(previous)
     ops = []
     for name, seconds in timed.seconds.items():
-        flops = bytes_ = 0
-        for sizes in timed.sizes[name]:
-            if name in COSTS:
-                f, b = COSTS[name](*sizes)
-            else:           # adamw_multi: every parameter read (p, g, m, v) and written (p, m, v)
-                n = config.parameters()
-                f, b = 12 * n, 28 * n
-            flops, bytes_ = flops + f, bytes_ + b
+        if name in PER_CALL:
+            costs = [PER_CALL[name](*sizes) for sizes in timed.sizes[name]]
+            flops, bytes_ = sum(f for f, _ in costs), sum(b for _, b in costs)
+        else:           # adamw_multi: every parameter once a step, however many launches that takes
+            flops, bytes_ = (PROFILED_STEPS * c for c in optimizer_step(config.parameters()))
         ops.append({"name": name, "calls": timed.calls[name] / PROFILED_STEPS, "seconds": seconds / PROFILED_STEPS,
                     "flops": flops / PROFILED_STEPS, "bytes": bytes_ / PROFILED_STEPS})
     return {"ops": sorted(ops, key=lambda o: -o["seconds"]), "step_seconds": step_seconds / PROFILED_STEPS}

@@ -24,13 +24,13 @@ from grader.derivations.core import (CheckResult, Prompt, PromptInfo, ReferenceG
 def _prompts_of(exercise: str) -> tuple[Prompt, ...]:
     """The prompts of an exercise (by id, folder name or path), from its derivations module."""
     try:
-        found = specmod.find(exercise)
+        found = specmod.find_unit(exercise)
     except specmod.SpecError as exc:
         raise ValueError(str(exc)) from None
     module = found.load_derivations()
     if module is None:
-        raise ValueError(f"exercise {found.id} ({found.slug}) has no derivation prompts: its exercise.toml "
-                         "names no derivations module")
+        raise ValueError(f"exercise {found.id} ({found.slug}) has no derivation prompts: its "
+                         f"{'capstone.toml' if found.models else 'exercise.toml'} names no derivations module")
     prompts = getattr(module, "PROMPTS", None)
     if not isinstance(prompts, tuple) or not all(isinstance(p, Prompt) for p in prompts):
         raise ValueError(f"{found.folder / found.derivations_file} must define PROMPTS, a tuple of "
