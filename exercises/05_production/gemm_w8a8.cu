@@ -21,8 +21,8 @@
 //     on GPT-2's shapes (FP8 is another story: its mma.sync is emulated on sm_90, and only wgmma
 //     runs it at full rate).
 //     Look at the SASS (cuobjdump --dump-sass): your inner loop should be IMMA instructions.
-//   * The int32 sum of K products of int8 cannot overflow for K up to
-//     (2^31 - 1) / 128^2, that is 131,071 products.
+//   * The int32 sum of K products of int8 overflows past some K: the notebook's accumulator_overflow
+//     prompt finds it from 2^31 - 1 and the largest product of two int8 values. Is K of GPT-2 below it?
 //   * Odd K or misaligned rows: a simple path with __dp4a (four products in one instruction).
 #include <cstdint>
 #include <cuda_bf16.h>
