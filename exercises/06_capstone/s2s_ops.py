@@ -75,11 +75,15 @@ Backend = Callable[..., None]
 
 
 class Kernels:
-    """Your compiled libraries, called through ctypes on the current (default) stream."""
+    """Your compiled libraries, called through ctypes. Your kernels launch on the legacy default
+    stream (stream 0), which is PyTorch's current stream unless code switches to another one: the
+    operators refuse to run under another stream (torch.cuda.stream(...), CUDA Graph capture)."""
 
     def __init__(self, libraries: dict[str, str]):
         self.functions: dict[str, Any] = {}
         self.libraries: dict[str, Any] = {}
+        self._last_error: dict[str, Any] = {}
+        self.failure: tuple[str, int] | None = None     # the first launch that failed: kernel, CUDA error
         for name, path in libraries.items():
             if name not in SIGNATURES:
                 continue
@@ -87,17 +91,34 @@ class Kernels:
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = None, SIGNATURES[name][2]
             self.functions[name], self.libraries[name] = fn, lib
+            last = getattr(lib, "s2s_last_error", None)
+            if last is not None:
+                last.restype, last.argtypes = ctypes.c_int, []
+            self._last_error[name] = last
         self._tables: dict[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]] = {}
 
     def __call__(self, name: str, *values: Any) -> None:
         if name not in self.functions:
             raise KernelFailure(f"{name} is not loaded: s2s_ops.load() was not given its library")
-        self.functions[name](*(self._pointer(v) for v in values))
+        if torch.cuda.current_stream().cuda_stream != 0:
+            raise KernelFailure(f"{name} was called under a CUDA stream other than the default one (or during "
+                                "CUDA Graph capture): your kernels launch on the default stream")
+        self.functions[name](*(self._pointer(name, v) for v in values))
+        # A launch error is kept per host thread, and autograd runs the backward operators on a
+        # thread of its own: read it here, in the thread that launched, and report it at check().
+        last = self._last_error.get(name)
+        code = last() if last is not None else 0
+        if code and self.failure is None:
+            self.failure = (name, code)
 
-    def _pointer(self, value: Any) -> Any:
+    def _pointer(self, name: str, value: Any) -> Any:
         if isinstance(value, TensorList):
             return self._table(value.tensors).data_ptr()
-        return value.data_ptr() if isinstance(value, torch.Tensor) else value
+        if isinstance(value, torch.Tensor):
+            if not value.is_cuda:
+                raise KernelFailure(f"{name} was given a tensor on {value.device}: your kernels take GPU tensors")
+            return value.data_ptr()
+        return value
 
     def _table(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
         """The device array of the tensors' addresses; kept, since a model's tensors stay put (and
@@ -116,15 +137,10 @@ class Kernels:
             torch.cuda.synchronize()
         except RuntimeError as exc:
             raise KernelFailure(f"a CUDA error during {where}: {exc}") from None
-        for name, lib in self.libraries.items():
-            last = getattr(lib, "s2s_last_error", None)
-            if last is None:
-                continue
-            last.restype = ctypes.c_int
-            code = last()
-            if code:
-                raise KernelFailure(f"{name}: a kernel launch failed with CUDA error {code} during {where} (check "
-                                    "the launch configuration)")
+        if self.failure is not None:
+            (name, code), self.failure = self.failure, None
+            raise KernelFailure(f"{name}: a kernel launch failed with CUDA error {code} during {where} (check "
+                                "the launch configuration)")
 
 
 class Timed:
@@ -375,7 +391,7 @@ attention.register_autograd(_attention_grad, setup_context=_attention_setup)
 @torch.library.custom_op("s2s::cross_entropy", mutates_args=())
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Each row's loss, and the gradient of their mean (the kernel computes both): cross_entropy."""
-    logits, targets = logits.contiguous(), targets.contiguous()
+    logits, targets = logits.contiguous(), targets.to(torch.int32).contiguous()   # the kernel reads int32
     rows, cols = logits.shape
     loss, dlogits = _empty((rows,), logits), torch.empty_like(logits)
     backend()("cross_entropy", logits, targets, loss, dlogits, rows, cols)
