@@ -107,6 +107,12 @@ struct Config {
     static constexpr int kConsumerRegs = 240;
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
     static_assert(kSmemBytes <= 227 * 1024, "fits one block per SM");
+    // setmaxnreg moves registers inside the block's own pool: what the producer gives back must
+    // cover what the consumers take, from the count every thread starts with (65536 / kThreads,
+    // rounded down to a multiple of 8; ptxas reports it as "Used N registers").
+    static constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8;
+    static_assert(128 * (kLaunchRegs - kProducerRegs) >= 128 * kConsumers * (kConsumerRegs - kLaunchRegs),
+                  "setmaxnreg.inc would wait forever");
 };
 
 // ------------------------------------------------------------------ PTX wrappers
@@ -630,8 +636,11 @@ bool launch(const bf16* q, const bf16* k, const bf16* v, bf16* o, int bh, int se
         return false;
     }
     const auto kernel = attention_kernel<C>;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(C::kSmemBytes));
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(C::kSmemBytes)) != cudaSuccess) {
+        cudaGetLastError();  // e.g. no image of this kernel for the GPU: the mma.sync path runs
+        return false;
+    }
     const dim3 grid((seq + C::BM - 1) / C::BM, bh);
     kernel<<<grid, C::kThreads, C::kSmemBytes>>>(tm_q, tm_k, tm_v, o, seq, causal);
     return true;
