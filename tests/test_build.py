@@ -343,3 +343,33 @@ def test_the_build_lists_every_header_the_compiler_read(tmp_path, monkeypatch, t
     assert result.ok
     assert any(h.endswith("cub/version.cuh") for h in result.headers)
     assert check_build(result.headers, []) and "CUB's header cub/version.cuh" in check_build(result.headers, [])[0].message
+
+
+@needs_nvcc
+def test_an_exercises_tasks_compile_side_by_side_and_report_in_order(tmp_path, monkeypatch):
+    """The grader compiles an exercise's tasks at once (S2S_BUILD_JOBS at a time): each task keeps
+    its own verdict, in the exercise's order, and the progress line counts the files done."""
+    from grader.pipeline import Options, grade
+
+    monkeypatch.setenv("S2S_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("S2S_BUILD_JOBS", "3")
+    exercise = spec.find("01")
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    for task in exercise.tasks:
+        shutil.copy(ROOT / "solutions" / exercise.slug / task.source, submission)
+    broken = exercise.tasks[1]
+    (submission / broken.source).write_text("this is not CUDA\n")
+    said: list[str] = []
+    result = grade("01", Options(submission=submission, profile=False), progress=said.append)
+    assert [t.name for t in result.tasks] == [t.name for t in exercise.tasks]
+    for task, t in zip(exercise.tasks, result.tasks):
+        if task is broken:
+            assert t.status == "failed" and t.summary.startswith("does not compile:"), t.summary
+        else:
+            assert t.build is not None and t.build.ok and t.status != "failed", t.summary
+    n = len(exercise.tasks)
+    assert f"compiling {n} sources, 3 at a time" in said
+    done = [m for m in said if m.startswith("compiled ")]
+    assert sorted(m.split()[1] for m in done) == sorted(t.source for t in exercise.tasks)
+    assert [m.split()[-1] for m in done] == [f"({i}/{n})" for i in range(1, n + 1)]
