@@ -288,3 +288,25 @@ def test_what_the_learners_process_writes_into_the_channel_ends_it_as_a_crash(sa
     entry = box.load(library, _task())
     with pytest.raises(SandboxDied, match="never asks for"):
         entry.timed([0, 0, 0, n])
+
+
+def test_the_ipc_handle_reaches_the_driver_byte_for_byte() -> None:
+    """The learner's process maps the grader's memory with the 64 bytes the grader exported; a
+    handle of another length is refused before the driver sees it."""
+    from grader.sandbox.driver import CudaError, Driver
+
+    seen: list[bytes] = []
+
+    class Lib:
+        def cuIpcOpenMemHandle_v2(self, ptr, handle, flags):
+            seen.append(bytes(handle))
+            ptr._obj.value = 0x7F0000000000
+            return 0
+
+    driver = Driver.__new__(Driver)
+    driver.lib = Lib()
+    handle = bytes(range(1, 65))
+    assert driver.open_ipc(handle) == 0x7F0000000000
+    assert seen == [handle]
+    with pytest.raises(CudaError, match="64 bytes, not 63"):
+        driver.open_ipc(handle[:63])

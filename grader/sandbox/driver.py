@@ -111,9 +111,12 @@ class Driver:
 
     def open_ipc(self, handle: bytes) -> int:
         """Map another process's allocation into this one; returns its address here."""
+        if len(handle) != IPC_HANDLE_BYTES:
+            raise CudaError("CUDA_ERROR_INVALID_VALUE", f"an IPC handle has {IPC_HANDLE_BYTES} bytes, not "
+                            f"{len(handle)}", "cuIpcOpenMemHandle")
         ptr = ctypes.c_uint64()
-        h = IpcHandle()
-        ctypes.memmove(h.reserved, handle, IPC_HANDLE_BYTES)
+        # Copied into the structure itself: its char-array field reads back as a bytes copy.
+        h = IpcHandle.from_buffer_copy(handle)
         self._check(self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
                     "cuIpcOpenMemHandle")
         return ptr.value

@@ -117,8 +117,10 @@ def problems(attack: Attack, result: TaskResult) -> list[str]:
     got = shown(result, attack.shown_in)
     if got not in attack.expects:
         found.append(f"{attack.shown_in} is {got!r}, not {' or '.join(map(repr, attack.expects))}")
-    if attack.summary not in result.summary:
-        found.append(f"the summary does not say {attack.summary!r}")
+    # Graded in a group, the case's file keeps its own name: the summary names that file.
+    promised = attack.summary.replace(attack.spec.task(attack.task).source, result.source)
+    if promised not in result.summary:
+        found.append(f"the summary does not say {promised!r}")
     points = result.points
     if points is None:
         found.append("no points were given")
