@@ -310,3 +310,34 @@ def test_the_ipc_handle_reaches_the_driver_byte_for_byte() -> None:
     assert seen == [handle]
     with pytest.raises(CudaError, match="64 bytes, not 63"):
         driver.open_ipc(handle[:63])
+
+
+def test_a_case_is_bound_at_the_arenas_address_in_the_learners_process(sandbox) -> None:
+    """The case's buffers are carved out of the arena the learner's process mapped at start; the
+    learner is handed the arena's base there plus each buffer's offset, and the checker's own
+    addresses again once the call is over."""
+    from types import SimpleNamespace
+
+    from grader.worker.remote import SandboxDied
+    box, library = sandbox
+    entry = box.load(library, _task())
+    assert entry.arena is box.arena
+
+    class Memory:
+        def __init__(self, offsets):
+            self.bound: list[list] = []
+            self.list = [SimpleNamespace(offset=o) for o in offsets]
+
+        def buffers(self):
+            return self.list
+
+        def bind(self, bases):
+            self.bound.append(list(bases))
+
+    memory = Memory([0, 4096, 69632])
+    with entry.attach(memory):
+        assert memory.bound == [[box.arena_base, box.arena_base + 4096, box.arena_base + 69632]]
+    assert memory.bound[-1] == [None, None, None]
+    with pytest.raises(SandboxDied, match="outside the memory"):
+        with entry.attach(Memory([0, None])):
+            pass

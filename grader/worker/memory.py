@@ -91,7 +91,9 @@ class Arena:
     def __init__(self, nbytes: int):
         import cupy
         self.size = -(-max(nbytes, ALIGN) // ALIGN) * ALIGN
-        self.mem = cupy.cuda.alloc(self.size)
+        # A cudaMalloc of its own, never a piece of a pool's block: the IPC handle maps the whole
+        # allocation, so the arena must begin where the allocation begins.
+        self.mem = cupy.cuda.MemoryPointer(cupy.cuda.Memory(self.size), 0)
         self.offset = 0
 
     def ipc_handle(self) -> str:

@@ -165,21 +165,23 @@ class RemoteEntry:
         self.sandbox, self.task = sandbox, task
         self.last: dict[str, Any] = {}
 
+    @property
+    def arena(self) -> Arena:
+        """Where the case's buffers must be carved from: the memory the learner's process mapped."""
+        return self.sandbox.arena
+
     @contextlib.contextmanager
     def attach(self, memory: CaseMemory) -> Iterator[None]:
-        """The case's buffers mapped into the learner's process for the duration."""
+        """The case's buffers at their addresses in the learner's process for the duration: the
+        arena's base there plus each buffer's offset in it."""
         buffers = memory.buffers()
-        reply = self.sandbox.request(op="map", handles=[b.ipc_handle() for b in buffers])
-        bases = reply.get("bases")
-        if not isinstance(bases, list) or len(bases) != len(buffers) or not all(isinstance(b, int) for b in bases):
-            raise SandboxDied("the learner's process did not map the grader's buffers")
-        memory.bind(bases)
+        base = self.sandbox.arena_base
+        if base is None or any(b.offset is None for b in buffers):
+            raise SandboxDied("the case's buffers lie outside the memory the learner's process mapped")
+        memory.bind([base + b.offset for b in buffers])
         try:
             yield
         finally:
-            if self.sandbox.alive:
-                with contextlib.suppress(SandboxDied, Sticky):
-                    self.sandbox.request(op="unmap")
             memory.bind([None] * len(buffers))
 
     def __call__(self, values: list[Any]) -> None:
