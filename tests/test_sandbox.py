@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -181,6 +182,83 @@ def test_without_cuda_ipc_the_checker_grades_in_process_and_says_so(monkeypatch:
     assert "runs inside the checker" in events[0].detail and "operation not supported" in events[0].detail
     learners.load("lib2.so", None)
     assert len(events) == 1                    # said once a grading
+
+
+def test_once_a_learners_process_has_run_its_code_never_moves_into_the_checker(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process fallback is for a platform without CUDA IPC, decided before any learner code
+    runs. When a fresh learner's process cannot start later in the grading (what the last one left
+    behind may be the cause), the task fails as a crash, and the next tasks still get none."""
+    from grader.protocol import Isolation, Job
+    from grader.worker import loop
+    from grader.worker.foreign import Watch
+    from grader.worker.remote import SandboxDied
+
+    started: list = []
+
+    class OnlyOnce:
+        def __init__(self, device: int, arena: object, wait: bool = True) -> None:
+            if started:
+                raise RuntimeError("cuIpcOpenMemHandle: out of memory")
+            started.append(self)
+            self.alive, self.ready, self.pid, self.confinement = True, False, 4242, "confined"
+
+        def wait_ready(self) -> None:
+            self.ready = True
+
+        def load(self, library: str, task: object) -> str:
+            return f"remote {library}"
+
+        def close(self) -> None:
+            self.alive = False
+
+    monkeypatch.setattr(loop, "Sandbox", OnlyOnce)
+    monkeypatch.setattr(loop, "Arena", lambda nbytes: object())
+    monkeypatch.setattr(loop, "_not_dumpable", lambda: None)
+    monkeypatch.setattr(loop, "Entry", lambda library, task: pytest.fail("the learner's code was loaded here"))
+    events: list = []
+    learners = loop.Learners(Job("grade", "/nowhere", [], 1, {}), Watch(reason="no GPU here"), events.append)
+    learners.watch.adopt = lambda pid: None
+    assert learners.load("lib.so", None) == "remote lib.so"
+    learners.lost()                            # the learner's process crashed
+    for library in ("lib2.so", "lib3.so"):
+        with pytest.raises(SandboxDied, match="could not be started.*out of memory"):
+            learners.load(library, None)
+        assert learners.remote
+    assert [type(e) for e in events] == [Isolation] and events[0].separate
+
+
+@pytest.mark.parametrize("where", ["learner", "checker"])
+def test_a_cuda_error_replaces_only_the_process_whose_context_it_broke(
+        monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """A CUDA error in the learner's process fails that task and the next task gets a fresh
+    learner's process. One in the checker's own context (its synchronisation, its baseline) ends
+    this worker after the task, so that the rest are graded by a fresh one, not by a dead context."""
+    from grader.protocol import Done, Job, TaskDone
+    from grader.worker import loop
+    from grader.worker.entry import RemoteSticky, Sticky
+    from grader.worker.foreign import Watch
+
+    error = RemoteSticky if where == "learner" else Sticky
+
+    def run_task(emit, job, exercise, name, ceilings, watch, learners):
+        if name == "a":
+            raise error("cudaErrorIllegalAddress: an illegal memory access was encountered")
+        return loop.TaskOutcome(name)
+
+    lost: list = []
+    learners = SimpleNamespace(remote=True, stage="checking", lost=lambda: lost.append(1))
+    monkeypatch.setattr(loop, "run_task", run_task)
+    events: list = []
+    code = loop._grade_tasks(events.append, Job("grade", "/nowhere", ["a", "b"], 1, {}), None, {},
+                             Watch(reason="no GPU here"), learners)
+    done = [e for e in events if isinstance(e, TaskDone)]
+    assert done[0].result.error.kind == "cuda error" and "illegal memory access" in done[0].result.error.message
+    if where == "learner":
+        assert code == 0 and lost and not done[0].sticky
+        assert [d.task for d in done] == ["a", "b"] and isinstance(events[-1], Done)
+    else:
+        assert code == 1 and done[0].sticky and [d.task for d in done] == ["a"]
 
 
 def test_s2s_sandbox_0_keeps_the_learners_code_in_the_checker(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -56,3 +56,12 @@ def test_a_slow_enqueue_is_not_timed_once_covered():
           f"busy kernel, {covered * 1e6:.1f} us with its cover")
     assert plain > 2e-4, "the default busy kernel was expected to end before 0.4 ms of enqueue"
     assert covered < base + 2e-5, "the covered call still timed the host"
+
+
+def test_a_spread_of_times_that_read_zero_is_no_spread_not_a_crash() -> None:
+    """Events that read 0 (a learner's process can report anything) must reach the physical-floor
+    check, not stop the grading with a division by zero."""
+    from grader.worker.timing import _spread
+    assert _spread([0.0, 0.0, 0.0, 0.0]) == 0.0
+    assert _spread([1.0, 1.0, 1.2, 1.0]) == pytest.approx(0.0)
+    assert _spread([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2 / 3)

@@ -13,6 +13,10 @@ class Sticky(Exception):
     """A CUDA error that leaves the context unusable: stop after this task."""
 
 
+class RemoteSticky(Sticky):
+    """The same in the learner's own process: that process is replaced, this one carries on."""
+
+
 class Entry:
     """A learner or baseline entry point loaded from its shared library."""
 

@@ -17,7 +17,7 @@ from grader import spec as specmod
 from grader.protocol import (CaseResult, Ceilings, Done, Event, Fatal, Isolation, Job, Problem, Progress,
                              TaskDone, TaskOutcome, TaskStart)
 from grader.worker.checking import Checker, case_seed
-from grader.worker.entry import Entry, Sticky, synchronize
+from grader.worker.entry import Entry, RemoteSticky, Sticky, synchronize
 from grader.worker.remote import Sandbox, SandboxDied, attached
 from grader.worker.foreign import Watch
 from grader.worker.memory import GUARD_BYTES, Arena, CaseMemory
@@ -61,11 +61,11 @@ def _check_calls(task: specmod.Task, case: specmod.Case, memory: CaseMemory, lea
         memory.poison_outputs()
         synchronize()
         t0 = time.perf_counter()
-        learner(memory.call_values(scalars))
         try:
+            learner(memory.call_values(scalars))
             synchronize()
-        except Sticky as exc:
-            raise Sticky(f"{exc} (case {_label(task, case, call)})") from None
+        except Sticky as exc:   # this process's context or the learner's process's: the same kind
+            raise type(exc)(f"{exc} (case {_label(task, case, call)})") from None
         seconds += time.perf_counter() - t0
         problem = learner.launch_problem() or memory.damage()
         mismatch = None if problem else Checker(task, reference, memory, scalars).compare()
@@ -146,18 +146,24 @@ class Learners:
             if self.sandbox is None or not self.sandbox.alive:
                 self.lost()
                 self.watch.before_other()
-                self.sandbox = Sandbox(self.job.device, self._arena())
+                self.sandbox = Sandbox(self.job.device, self._arena(), wait=False)
             self.sandbox.wait_ready()
         except (RuntimeError, OSError, MemoryError, ImportError, SandboxDied, Sticky) as exc:
+            self.lost()
+            if self._told:
+                # A learner's process has run in this grading, and what it left behind (a child
+                # holding the GPU, say) may be why no new one starts: the task fails; the learner's
+                # code never moves into this process.
+                raise SandboxDied(f"a fresh process for the learner's code could not be started ({exc})") from None
             # Nothing of the learner's has run yet: the platform lacks what the separate process
             # needs (CUDA IPC under WSL, say). Grade as before, in this process, and say so.
-            self.lost()
             self.fallback = (f"the learner's code runs inside the checker, because a separate process could not "
                              f"share its memory here ({exc}); a submission can then tamper with its own grading")
             self.emit(Isolation(False, self.fallback))
             return
         self.watch.adopt(self.sandbox.pid)
         if not self._told:
+            _not_dumpable()
             self.emit(Isolation(True, f"a separate process, {self.sandbox.confinement}"))
             self._told = True
 
@@ -169,6 +175,14 @@ class Learners:
 
     def close(self) -> None:
         self.lost()
+
+
+def _not_dumpable() -> None:
+    """The learner's process may not read this one's memory (the events' key) or trace it. Set once
+    the first learner's process has mapped the arena, before any learner's library loads."""
+    import ctypes
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def run_task(emit: Callable[[Event], None], job: Job, exercise: specmod.Exercise, name: str,
@@ -257,12 +271,7 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # the environment, not the learner
         emit(Fatal(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         return 3
-    if job.mode == "grade":
-        import ctypes
-        # The learner's process may not read this one's memory (the events' key) or trace it.
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    else:
+    if job.mode != "grade":
         # Under Nsight Compute or compute-sanitizer the learner's library loads into this process
         # (no points are at stake there): it may write only temporary files and device files.
         from grader.sandbox.confine import confine_writes
@@ -294,7 +303,7 @@ def _grade_tasks(emit: Callable[[Event], None], job: Job, exercise: specmod.Exer
         try:
             result = run_task(emit, job, exercise, name, ceilings, watch, learners)
         except Sticky as exc:
-            if not learners.remote:
+            if not (learners.remote and isinstance(exc, RemoteSticky)):
                 emit(TaskDone(name, TaskOutcome.failure(name, "cuda error", str(exc)), sticky=True))
                 return 1      # this process's CUDA context is gone; the parent starts a fresh worker for the rest
             learners.lost()

@@ -281,6 +281,13 @@ class CaseMemory:
         with torch.no_grad():
             return fn(**kwargs)
 
+    def copy_from(self, other: "CaseMemory") -> None:
+        """Every tensor's values from ``other``, a memory of the same task and case (tables of
+        pointers excepted: each memory's point at its own tensors)."""
+        for name, m in self.args.items():
+            for mine, theirs in zip(m.buffers, other.args[name].buffers):
+                mine.payload_u8().copy_(theirs.payload_u8())
+
     def snapshot(self) -> None:
         """Copy what the call reads (in and inout arguments), before the call."""
         self.before = {m.arg.name: [t.clone() for t in m.tensors()]

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 from grader import spec as specmod
 from grader.crash import crash_message
-from grader.worker.entry import Sticky, launch_problem_message
+from grader.worker.entry import RemoteSticky, launch_problem_message
 from grader.worker.memory import Arena, CaseMemory
 
 SANDBOX_MODULE = "grader.sandbox"
@@ -122,7 +122,7 @@ class Sandbox:
         reply = self._receive(self._sent)
         if "cuda_error" in reply:
             self.close()
-            raise Sticky(cuda_message(str(reply.get("cuda_error")), str(reply.get("message", ""))))
+            raise RemoteSticky(cuda_message(str(reply.get("cuda_error")), str(reply.get("message", ""))))
         return reply
 
     def load(self, library: str, task: specmod.Task) -> "RemoteEntry":

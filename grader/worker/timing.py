@@ -176,7 +176,11 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
             learner: Any, baseline: Entry, reference: Callable[..., Any], vendor: Callable[..., Any] | None,
             seed: int, timer: _Timer) -> SizeTiming | Problem:
     remote = hasattr(learner, "timed")
-    local_values = memory.local_call_values(scalars)     # the baseline runs here, at this process's addresses
+    # The baseline and PyTorch run in this process. Where the learner's code runs in a process of
+    # its own, they write into memory that process has not mapped: their outputs, computed on the
+    # round's inputs just before the learner's turn, are never where its code could copy them.
+    others = CaseMemory.allocate(task, case, functions=memory.functions) if remote else memory
+    local_values = others.local_call_values(scalars)
     contenders: list[tuple[str, Callable[[], None]]] = [
         ("learner", lambda: learner(values)),
         ("baseline", lambda: baseline(local_values)),
@@ -186,8 +190,8 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
     if vendor is not None:
         # Views of the case's memory, made once: the rounds refill that memory in place, and making
         # hundreds of views inside the timed region would time Python, not the vendor's kernels.
-        vendor_args = [memory.args[a.name].value() if a.is_tensor else scalars[a.name] for a in task.reference_args]
-        written = [memory.args[a.name].tensors() for a in task.results]
+        vendor_args = [others.args[a.name].value() if a.is_tensor else scalars[a.name] for a in task.reference_args]
+        written = [others.args[a.name].tensors() for a in task.results]
 
         def run_vendor() -> None:
             got = vendor(*vendor_args)
@@ -231,7 +235,12 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
             samples[name].append(event_s)
         return None
 
-    memory.fill(seed)
+    def fill(round_seed: int) -> None:
+        memory.fill(round_seed)
+        if others is not memory:
+            others.copy_from(memory)
+
+    fill(seed)
     for _ in range(WARMUP):
         if err := once("learner", contenders[0][1], False):
             return Problem("timed output wrong", err)
@@ -239,7 +248,7 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
     began = time.perf_counter()
     previous = None
     while rounds < MAX_REPS:
-        memory.fill(case_seed(seed, task.name, f"round{rounds}"))
+        fill(case_seed(seed, task.name, f"round{rounds}"))
         order = contenders if rounds % 2 == 0 else list(reversed(contenders))
         for name, fn in order:
             # A slow reference point (a naive baseline can be 1000x slower) needs few samples to be
@@ -275,8 +284,11 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
             "cannot see it (another stream or a host thread), or the events were not what they seemed. "
             "Launch every kernel on the default stream."))
     learner_s = events_s
-    if remote and excess > CLOCK_NOISE_S and excess > CLOCK_NOISE_REL * events_s:
+    if remote and (events_s <= 0 or (excess > CLOCK_NOISE_S and excess > CLOCK_NOISE_REL * events_s)):
         learner_s, clock = events_s + excess, "grader"
+    # No time at all (events that read zero, and a clock that saw nothing beyond an empty call):
+    # the smallest positive one, which the physical floor then rejects.
+    learner_s = max(learner_s, 1e-12)
     return SizeTiming(label=case.describe(), case=case.to_dict(), reps=rounds, learner_s=learner_s,
                       baseline_s=med["baseline"], learner_spread=_spread(samples["learner"]),
                       baseline_spread=_spread(samples["baseline"]), learner_wall_s=events_s + excess,
@@ -335,7 +347,8 @@ def _spread(values: list[float]) -> float:
     """(max - min) / median of the middle half: how noisy the samples were."""
     v = sorted(values)
     mid = v[len(v) // 4: len(v) - len(v) // 4] or v
-    return (mid[-1] - mid[0]) / statistics.median(v)
+    median = statistics.median(v)
+    return (mid[-1] - mid[0]) / median if median > 0 else 0.0
 
 
 def measure_ceilings() -> dict[str, Any]:
