@@ -59,7 +59,7 @@ def time_task(emit: Callable[[Any], None], task: specmod.Task, learner: Entry, b
     for index, case in enumerate(task.benchmarks):
         emit(Progress(task.name, "time", case.describe(), index + 1, len(task.benchmarks)))
         memory = CaseMemory.allocate(task, case, functions=functions, arena=getattr(learner, "arena", None))
-        result = watched(watch, case.describe(), lambda: _time_size(
+        result = watched(watch, case.describe(), lambda memory=memory: _time_size(
             task, case, memory, learner, baseline, reference, vendor, case_seed(seed, task.name, f"benchmark{index}"),
             timer))
         del memory
