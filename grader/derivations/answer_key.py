@@ -40,6 +40,7 @@ from grader.derivations.key_digests import (DIGEST_HEX, FUNCTION_TOLERANCE, PHAS
                                             as_array, compare_output, grid_for_function, grid_for_number, unseal)
 from grader.derivations.key_file import (FORMAT, AnswerKey, Call, NumbersPart, Packer, PromptKey, Question,
                                          TablePart, load, save, unpack)
+from grader.derivations.judging import number_line
 from grader.derivations.key_recorder import Recorder, probe_tolerance
 
 __all__ = ["AnswerKey", "Call", "DIGEST_HEX", "FORMAT", "FUNCTION_TOLERANCE", "Grid", "Leaf", "NoKey", "NumbersPart",
@@ -109,21 +110,15 @@ def _check_numbers(answer: Any, part: NumbersPart, key: AnswerKey, secrets: list
     passed = True
     numbers = _at(answer, part.path)
     for q in part.questions:
-        if not isinstance(numbers, Mapping) or q.key not in numbers:
-            passed = False
-            lines.append(f"{NO} {q.key}: missing from your dict.")
-            continue
-        got, problem = read_number(numbers[q.key])
-        secret = None if problem else q.leaf.secret(np.asarray(got, dtype=np.float64), key.salt)
-        if secret is not None:
-            secrets.append(secret)
-            lines.append(f"{OK} {q.key}: {q.label}")
-            continue
-        passed = False
-        if problem:
-            lines.append(f"{NO} {q.key} ({q.label}): {problem}.")
-        else:
-            lines.append(f"{NO} {q.key} ({q.label}): {fmt(got)} is not right; it {q.rule}.\n  Hint: {q.hint}")
+        def accepts(got: float, q: Question = q) -> bool:
+            secret = q.leaf.secret(np.asarray(got, dtype=np.float64), key.salt)
+            if secret is not None:
+                secrets.append(secret)
+            return secret is not None
+
+        ok, line = number_line(q.key, q.label, numbers, accepts, q.rule, lambda _got, q=q: q.hint)
+        passed &= ok
+        lines.append(line)
     return passed, lines
 
 

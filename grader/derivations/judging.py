@@ -231,21 +231,25 @@ def check_numbers(answer: Mapping[str, Any], questions: Sequence[NumericQuestion
     lines = [] if heading is None else [heading]
     passed = True
     for q in questions:
-        if q.key not in answer:
-            passed = False
-            lines.append(f"{NO} {q.key}: missing from your dict.")
-            continue
-        got, problem = read_number(answer[q.key])
-        if problem is None and q.accepts(got):
-            lines.append(f"{OK} {q.key}: {q.label}")
-            continue
-        passed = False
-        if problem:
-            lines.append(f"{NO} {q.key} ({q.label}): {problem}.")
-        else:
-            lines.append(f"{NO} {q.key} ({q.label}): {fmt(got)} is not right; it {q.rule()}.\n"
-                         f"  Hint: {q.diagnose(got) or q.hint}")
+        ok, line = number_line(q.key, q.label, answer, q.accepts, q.rule(),
+                               lambda got, q=q: q.diagnose(got) or q.hint)
+        passed &= ok
+        lines.append(line)
     return Verdict(passed, "\n".join(lines))
+
+
+def number_line(key: str, label: str, numbers: Any, accepts: Callable[[float], bool], rule: str,
+                hint: Callable[[float], str]) -> tuple[bool, str]:
+    """One numeric question's line: its value in the dict ``numbers``, read, then accepted or told
+    the ``rule`` it breaks and the ``hint`` for the value given."""
+    if not isinstance(numbers, Mapping) or key not in numbers:
+        return False, f"{NO} {key}: missing from your dict."
+    got, problem = read_number(numbers[key])
+    if problem:
+        return False, f"{NO} {key} ({label}): {problem}."
+    if accepts(got):
+        return True, f"{OK} {key}: {label}"
+    return False, f"{NO} {key} ({label}): {fmt(got)} is not right; it {rule}.\n  Hint: {hint(got)}"
 
 
 # ------------------------------------------------------------------ prompts of tables of numbers
