@@ -244,12 +244,6 @@ def _build_all(exercise: Exercise, tasks: list[Task], submission: Path, arch: st
                                       display_root=exercise.folder, extra_flags=task.build.flags)
 
     jobs = max(1, min(len(tasks), _build_jobs()))
-    if jobs == 1:
-        built = []
-        for task in tasks:
-            say(f"compiling {task.source}")
-            built.append(one(task))
-        return built
     say(f"compiling {len(tasks)} sources, {jobs} at a time")
     done: dict[str, tuple[Task, TaskResult, BuildResult | None]] = {}
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="nvcc") as pool:
