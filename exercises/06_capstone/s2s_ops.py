@@ -81,7 +81,6 @@ class Kernels:
 
     def __init__(self, libraries: dict[str, str]):
         self.functions: dict[str, Any] = {}
-        self.libraries: dict[str, Any] = {}
         self._last_error: dict[str, Any] = {}
         self.failure: tuple[str, int] | None = None     # the first launch that failed: kernel, CUDA error
         for name, path in libraries.items():
@@ -90,7 +89,7 @@ class Kernels:
             lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = None, SIGNATURES[name][2]
-            self.functions[name], self.libraries[name] = fn, lib
+            self.functions[name] = fn
             last = getattr(lib, "s2s_last_error", None)
             if last is not None:
                 last.restype, last.argtypes = ctypes.c_int, []
