@@ -112,9 +112,13 @@ def clock_line(m: Measurement, several: bool) -> str | None:
     if m.clock != "grader" or m.learner_events_s is None:
         return None
     at = f" at {m.label}" if several else ""
+    if m.learner_events_s > m.learner_s:
+        why = ("your call outlasted a time slice, and the events also counted the slices the GPU gave the "
+               "grader's own process meanwhile")
+    else:
+        why = "work ran outside the events (another stream, a host thread), or the events were not what they seemed"
     return (f"The grader's own clock measured {fmt_time(m.learner_s)}{at} where the CUDA events in your "
-            f"process said {fmt_time(m.learner_events_s)}: work ran outside the events (another stream, a host "
-            "thread, or a slow return), so the grader's figure stands.")
+            f"process said {fmt_time(m.learner_events_s)}: {why}, so the grader's figure stands.")
 
 
 def degraded(isolation: str) -> bool:

@@ -43,11 +43,19 @@ def apply_run(tr: TaskResult, task: Task, raw: TaskOutcome, limits: Limits) -> N
     elif speed_ok:
         tr.status = "passed"
         tr.summary = (f"correct ({tr.cases_passed}/{tr.cases_total}) and {tr.timing.speedup:.1f}x the baseline"
-                      f"{_over_sizes(tr.timing)} (needs {task.min_speedup:g}x)")
+                      f"{_over_sizes(tr.timing)} (needs {task.min_speedup:g}x){_clock_note(tr.timing)}")
     else:
         tr.status = "failed"
         tr.summary = (f"correct ({tr.cases_passed}/{tr.cases_total}), but only {tr.timing.speedup:.2f}x the "
-                      f"naive baseline{_over_sizes(tr.timing)} where {task.min_speedup:g}x is required")
+                      f"naive baseline{_over_sizes(tr.timing)} where {task.min_speedup:g}x is required"
+                      f"{_clock_note(tr.timing)}")
+
+
+def _clock_note(timing: Timing) -> str:
+    """Where the grader's own clock saw more of the learner's work than the learner's events did."""
+    missed = any(m.clock == "grader" and m.learner_events_s is not None and m.learner_events_s < m.learner_s
+                 for m in timing.sizes)
+    return ", by the grader's own clock: your CUDA events missed part of the work" if missed else ""
 
 
 def _over_sizes(timing: Timing) -> str:

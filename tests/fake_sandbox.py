@@ -12,9 +12,6 @@ class NoGpu:
     """The driver's calls the request loop makes, doing nothing; every call "takes" a millisecond."""
     start = end = None
 
-    def busy(self, seconds: float, min_cycles: int) -> None:
-        pass
-
     def record(self, event: object) -> None:
         pass
 

@@ -215,6 +215,8 @@ def test_once_a_learners_process_has_run_its_code_never_moves_into_the_checker(
     monkeypatch.setattr(loop, "Sandbox", OnlyOnce)
     monkeypatch.setattr(loop, "Arena", lambda nbytes: object())
     monkeypatch.setattr(loop, "_not_dumpable", lambda: None)
+    calibrated: list = []
+    monkeypatch.setattr(loop, "calibrate", lambda sandbox: calibrated.append(sandbox) or 3e-4)
     monkeypatch.setattr(loop, "Entry", lambda library, task: pytest.fail("the learner's code was loaded here"))
     events: list = []
     learners = loop.Learners(Job("grade", "/nowhere", [], 1, {}), Watch(reason="no GPU here"), events.append)
@@ -226,6 +228,46 @@ def test_once_a_learners_process_has_run_its_code_never_moves_into_the_checker(
             learners.load(library, None)
         assert learners.remote
     assert [type(e) for e in events] == [Isolation] and events[0].separate
+    assert calibrated == started and started[0].switch_s == 3e-4     # measured once, before any load
+
+
+def test_a_gpu_that_will_not_switch_between_the_processes_grades_in_process_and_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checker times the learner's process by the pauses it sees in its own context. Where the
+    GPU runs both at once (MPS), it sees none, before any learner code has loaded: the grading
+    falls back to the checker's process, closes the learner's, and the report says why."""
+    from grader.protocol import Isolation, Job
+    from grader.worker import loop, timing
+    from grader.worker.foreign import Watch
+
+    closed: list = []
+
+    class Ready:
+        def __init__(self, device: int, arena: object, wait: bool = True) -> None:
+            self.alive, self.ready, self.pid = True, True, 4242
+
+        def wait_ready(self) -> None:
+            pass
+
+        def request(self, **fields: object) -> dict:
+            return {"event_s": 1e-6}
+
+        def close(self) -> None:
+            closed.append(self)
+
+    class NoPauses:
+        def observe(self, call):
+            return call(), timing.Gaps(0.0, 0)
+
+    monkeypatch.setattr(loop, "Sandbox", Ready)
+    monkeypatch.setattr(loop, "Arena", lambda nbytes: object())
+    monkeypatch.setattr(timing, "observer", NoPauses)
+    monkeypatch.setattr(loop, "Entry", lambda library, task: ("in-process", library))
+    events: list = []
+    learners = loop.Learners(Job("grade", "/nowhere", [], 1, {}), Watch(reason="no GPU here"), events.append)
+    assert learners.load("lib.so", None) == ("in-process", "lib.so")
+    assert closed and [type(e) for e in events] == [Isolation] and not events[0].separate
+    assert "without switching away from the grader's own work (is MPS running?)" in events[0].detail
 
 
 @pytest.mark.parametrize("where", ["learner", "checker"])

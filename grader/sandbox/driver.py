@@ -13,32 +13,7 @@ import ctypes.util
 CUresult = ctypes.c_int
 CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
 CU_EVENT_DEFAULT = 0
-CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13
-CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
-CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39
 IPC_HANDLE_BYTES = 64
-
-# A kernel that spins for the given number of clock cycles: launched across every thread slot of
-# every SM before the timed call, it keeps the GPU busy while the host enqueues the call, so that
-# the start event fires right before the call's first kernel. PTX, compiled by the driver.
-BUSY_PTX = b"""
-.version 7.0
-.target sm_75
-.address_size 64
-.visible .entry s2s_busy(.param .u64 s2s_busy_cycles)
-{
-    .reg .pred %p<2>;
-    .reg .b64 %rd<5>;
-    ld.param.u64 %rd1, [s2s_busy_cycles];
-    mov.u64 %rd2, %clock64;
-$L_spin:
-    mov.u64 %rd3, %clock64;
-    sub.s64 %rd4, %rd3, %rd2;
-    setp.lt.s64 %p1, %rd4, %rd1;
-    @%p1 bra $L_spin;
-    ret;
-}
-\0"""
 
 
 class CudaError(Exception):
@@ -75,23 +50,6 @@ class Driver:
         self._check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), self.device), "cuDevicePrimaryCtxRetain")
         self._check(self.lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
         self.start, self.end = self._event(), self._event()
-        module = ctypes.c_void_p()
-        self._check(self.lib.cuModuleLoadData(ctypes.byref(module), BUSY_PTX), "cuModuleLoadData")
-        self.busy_fn = ctypes.c_void_p()
-        self._check(self.lib.cuModuleGetFunction(ctypes.byref(self.busy_fn), module, b"s2s_busy"),
-                    "cuModuleGetFunction")
-        sms = self.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        threads = self.attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)
-        self.busy_grid = sms * -(-threads // 1024)
-        self.cycles_per_s = (self.attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) or 2_000_000) * 1e3
-
-    def attribute(self, which: int) -> int:
-        value = ctypes.c_int()
-        try:
-            self._check(self.lib.cuDeviceGetAttribute(ctypes.byref(value), which, self.device), "cuDeviceGetAttribute")
-        except CudaError:
-            return 0
-        return value.value
 
     def _event(self) -> ctypes.c_void_p:
         event = ctypes.c_void_p()
@@ -120,12 +78,6 @@ class Driver:
         self._check(self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
                     "cuIpcOpenMemHandle")
         return ptr.value
-
-    def busy(self, seconds: float, min_cycles: int) -> None:
-        cycles = ctypes.c_int64(max(min_cycles, int(seconds * self.cycles_per_s)))
-        params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(cycles), ctypes.c_void_p))
-        self._check(self.lib.cuLaunchKernel(self.busy_fn, self.busy_grid, 1, 1, 1024, 1, 1, 0, None, params, None),
-                    "cuLaunchKernel")
 
     def record(self, event: ctypes.c_void_p) -> None:
         self._check(self.lib.cuEventRecord(event, None), "cuEventRecord")

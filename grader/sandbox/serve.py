@@ -2,8 +2,8 @@
 
 Requests arrive as JSON lines on stdin, replies leave as JSON lines on the pipe whose file
 descriptor S2S_SANDBOX_REPLIES names;
-stdout and stderr are the learner's printf. The order is fixed: create the CUDA context and load
-the busy kernel, map the grader's arena (CUDA IPC), confine the process (:mod:`grader.sandbox.confine`), reply "ready", and only then
+stdout and stderr are the learner's printf. The order is fixed: create the CUDA context, map the
+grader's arena (CUDA IPC), confine the process (:mod:`grader.sandbox.confine`), reply "ready", and only then
 load the learner's library, whose constructors therefore run confined.
 
 Nothing this process replies can raise a grade: the grader reads every output itself, and the
@@ -11,7 +11,7 @@ event time reported here is checked against the grader's own clock. A reply can 
 learner's grade (a launch error, a crash).
 
     {"op": "load", "library": PATH, "symbol": NAME, "argtypes": ["p", "i", "l", "f", ...]}
-    {"op": "call", "args": [...], "timed": BOOL, "cover_s": SECONDS}
+    {"op": "call", "args": [...], "timed": BOOL}
         -> {"event_s": SECONDS or null, "launch_error": TEXT or null}
     {"op": "empty", "timed": true}                   the same, without calling the learner
     any request can instead get {"cuda_error": NAME, "message": TEXT} (the context is lost) or
@@ -34,7 +34,6 @@ from grader.sandbox.driver import CudaError, Driver
 # before the confinement: the loader then finds them by name, without opening files it may no
 # longer read.
 RUNTIME_LIBRARIES = ("libstdc++.so.6", "libgcc_s.so.1", "libm.so.6")
-SLEEP_CYCLES = 200_000          # the busy kernel's shortest spin: ~0.1 ms at 2 GHz
 _CTYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int, "l": ctypes.c_int64, "f": ctypes.c_float}
 
 
@@ -98,8 +97,9 @@ class Server:
         if learner and self.learner is None:
             self.reply(error="no library loaded")
             return
+        # No busy kernel before the call: the grader's observer holds the GPU until its time slice
+        # ends, so the whole call is queued before any of it runs (grader.worker.timing.Observer).
         if timed:
-            d.busy(float(request.get("cover_s") or 0.0), SLEEP_CYCLES)
             d.record(d.start)
         if learner:
             self.learner.fn(*request["args"])

@@ -22,7 +22,7 @@ from grader.worker.remote import Sandbox, SandboxDied, attached
 from grader.worker.foreign import Watch
 from grader.worker.memory import GUARD_BYTES, Arena, CaseMemory
 from grader.worker.profiling import profile_tasks
-from grader.worker.timing import quiet_ceilings, time_task
+from grader.worker.timing import Blind, calibrate, quiet_ceilings, time_task
 
 
 PR_SET_DUMPABLE = 4
@@ -100,6 +100,7 @@ class Learners:
         self.arena: Arena | None = None
         self.sandbox: Sandbox | None = None
         self.fallback = ""          # why the learner's code runs here after all (no CUDA IPC, say)
+        self.switch_s: float | None = None      # a switch to the learner's process and back (timing.calibrate)
         self.stage = ""             # what the current task is doing, for a crash's message
         self._told = False
 
@@ -148,7 +149,10 @@ class Learners:
                 self.watch.before_other()
                 self.sandbox = Sandbox(self.job.device, self._arena(), wait=False)
             self.sandbox.wait_ready()
-        except (RuntimeError, OSError, MemoryError, ImportError, SandboxDied, Sticky) as exc:
+            if self.switch_s is None:
+                self.switch_s = calibrate(self.sandbox)
+            self.sandbox.switch_s = self.switch_s
+        except (RuntimeError, OSError, MemoryError, ImportError, SandboxDied, Sticky, Blind) as exc:
             self.lost()
             if self._told:
                 # A learner's process has run in this grading, and what it left behind (a child
@@ -158,7 +162,8 @@ class Learners:
             # Nothing of the learner's has run yet: the platform lacks what the separate process
             # needs (CUDA IPC under WSL, say). Grade as before, in this process, and say so.
             self.fallback = (f"the learner's code runs inside the checker, because a separate process could not "
-                             f"share its memory here ({exc}); a submission can then tamper with its own grading")
+                             f"share its memory or be timed here ({exc}); a submission can then tamper with its "
+                             "own grading")
             self.emit(Isolation(False, self.fallback))
             return
         self.watch.adopt(self.sandbox.pid)

@@ -63,6 +63,7 @@ class Sandbox:
         self.applied: list[str] = []
         self.arena_base: int | None = None      # the arena's address in the learner's process
         self.ready = False
+        self.switch_s: float | None = None      # a switch to this process and back, measured before it loaded any learner code
         self._loaded = 0
         self._sent = 0
         if wait:
@@ -187,12 +188,12 @@ class RemoteEntry:
     def __call__(self, values: list[Any]) -> None:
         self.last = self.sandbox.request(op="call", args=values, timed=False)
 
-    def timed(self, values: list[Any] | None, cover_s: float = 0.0) -> float:
+    def timed(self, values: list[Any] | None) -> float:
         """One call (None: an empty one) between the learner's process's own events; their time."""
         if values is None:
             self.last = self.sandbox.request(op="empty", timed=True)
         else:
-            self.last = self.sandbox.request(op="call", args=values, timed=True, cover_s=cover_s)
+            self.last = self.sandbox.request(op="call", args=values, timed=True)
         value = self.last.get("event_s")
         return float(value) if isinstance(value, (int, float)) else float("nan")
 

@@ -4,15 +4,16 @@ same inputs at each benchmark size, and the copy bandwidth of the GPU.
 The baseline and the vendor run here, in the checker, which never loads learner code. The learner's
 calls run in the learner's own process (:mod:`grader.worker.remote`): there, CUDA events around the
 call give a precise time, but one that process could forge. So the checker also times every one of
-those calls with its own clock, from the request to a probe kernel of its own that can only run once
-the GPU has left the learner's work, and subtracts what an empty call costs the same way. Where the
-two disagree beyond noise, the checker's figure stands; far beyond, the work was hidden from the
-events and the task fails."""
+those calls on the GPU itself, with an observer kernel in its own context (:class:`Observer`): the
+GPU runs one process's context at a time, so the observer's clock stops exactly while the learner's
+context has the GPU, and those pauses, less what switching to an empty call costs, are the learner's
+GPU time, whatever that process reports. Where the two agree within noise, the events' finer figure
+stands; otherwise the checker's does."""
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from grader import spec as specmod
 from grader.protocol import Problem, Progress, SizeTiming
@@ -27,10 +28,12 @@ MAX_REPS = 200
 TIME_BUDGET_S = 1.5                # per benchmark size, for the timing loop
 WARMUP = 2
 MIN_OTHER_REPS = 3
-HIDDEN_WORK_S = 50e-6             # time beyond the events' that counts as hidden work, at least
-HIDDEN_WORK_REL = 0.25             # ... and this share of the event time
-CLOCK_NOISE_S = 15e-6              # the checker's clock overrules the learner's events beyond this,
-CLOCK_NOISE_REL = 0.1              # ... and this share of the event time
+HIDDEN_WORK_S = 50e-6             # host time beyond the events' that counts as hidden work, at least
+HIDDEN_WORK_REL = 0.25             # ... and this share of the event time (learner code in this process)
+CLOCK_NOISE_S = 25e-6              # the observer overrules the learner's events beyond this,
+CLOCK_NOISE_REL = 0.05             # ... and this share of the event time (see judge_remote)
+GAP_NS = 3000                      # a pause this long in the observer's clock: another context had the GPU
+CALIBRATION_CALLS = 15             # empty calls that measure a switch's cost, before any learner code
 SLEEP_CYCLES = 200_000             # ~0.1 ms at 2 GHz: longer than enqueueing one ctypes launch takes
 COVER_FACTOR = 2.0                 # a reference point's busy kernel lasts this many times its enqueue
 MAX_COVER_S = 5e-3                 # at most
@@ -54,7 +57,7 @@ def time_task(emit: Callable[[Any], None], task: specmod.Task, learner: Entry, b
     # the output poisoning, and leaves only clean lines behind: the timed call then neither
     # hits in L2 nor pays for someone else's write-backs.
     flush = torch.ones(int(ceilings.get("l2_bytes", 64 << 20)) // 2, dtype=torch.int32, device="cuda")
-    timer = _Timer(flush, busy_kernel(), probe_kernel())
+    timer = _Timer(flush, busy_kernel(), observer() if hasattr(learner, "timed") else None)
     out: list[SizeTiming] = []
     for index, case in enumerate(task.benchmarks):
         emit(Progress(task.name, "time", case.describe(), index + 1, len(task.benchmarks)))
@@ -112,9 +115,9 @@ class _Timer:
     """One call between CUDA events, the L2 flushed first and the GPU kept busy while the host
     enqueues, plus the host's clock around the same span."""
 
-    def __init__(self, flush: Any, busy: Callable[[float], None], probe: Callable[[], None] | None = None):
+    def __init__(self, flush: Any, busy: Callable[[float], None], observer: "Observer | None" = None):
         import cupy
-        self.flush, self.busy, self.probe = flush, busy, probe
+        self.flush, self.busy, self.observer = flush, busy, observer
         self.start, self.end = cupy.cuda.Event(), cupy.cuda.Event()
         self.enqueue_s = 0.0                 # host time of the last call's enqueue (fn() alone)
         # What the host clock adds to an empty call: the rest of the sleep, the event bookkeeping,
@@ -141,19 +144,13 @@ class _Timer:
         synchronize()
         return cupy.cuda.get_elapsed_time(self.start, self.end) * 1e-3, time.perf_counter() - t0
 
-    def remote(self, learner: Any, values: list[Any] | None) -> tuple[float, float]:
-        """(the learner's process's event seconds, this process's wall seconds) of one call in the
-        learner's process (None: an empty call). The wall time runs from the request until a probe
-        kernel of this process has run: the GPU switches to it only once the learner's work is
-        done (or has used up its time slice), whatever that process replied and when."""
+    def remote(self, learner: Any, values: list[Any] | None) -> "tuple[float, Gaps]":
+        """(the learner's process's event seconds, what the observer saw) of one call in the
+        learner's process (None: an empty call)."""
         self.flush.sum()
         synchronize()
-        t0 = time.perf_counter()
-        event_s = learner.timed(values)
-        if self.probe is not None:
-            self.probe()
-        synchronize()
-        return event_s, time.perf_counter() - t0
+        assert self.observer is not None
+        return self.observer.observe(lambda: learner.timed(values))
 
 
 def busy_cover(enqueues: list[float]) -> float:
@@ -203,7 +200,7 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
         contenders.append(("vendor", run_vendor))
 
     samples: dict[str, list[float]] = {name: [] for name, _ in contenders}
-    walls: dict[str, list[float]] = {"learner": [], "empty": []}
+    seen: dict[str, list[Gaps]] = {"learner": [], "empty": []}
     host_excess: list[float] = []
     # A reference point can take longer to enqueue than the busy kernel lasts (a PyTorch layer is
     # several operations dispatched from Python: 0.1-0.4 ms measured on the H200's host); the start
@@ -217,9 +214,9 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
             memory.snapshot()
         memory.poison_outputs()
         if remote and name in ("learner", "empty"):
-            event_s, wall_s = timer.remote(learner, values if name == "learner" else None)
+            event_s, gaps = timer.remote(learner, values if name == "learner" else None)
             if record:
-                walls[name].append(wall_s)
+                seen[name].append(gaps)
         else:
             event_s, host_s = timer(fn, 0.0 if name == "learner" else busy_cover(enqueues[name]))
             enqueues[name].append(timer.enqueue_s)
@@ -270,30 +267,194 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
     flops, nbytes = task.work(case)
     med = {name: statistics.median(v) for name, v in samples.items() if name != "empty"}
     events_s = med["learner"]
-    clock = "events"
+    spread = _spread(samples["learner"])
     if remote:
-        clean = [e if e == e and e >= 0 else 0.0 for e in samples["learner"]]     # NaN or nonsense: nothing
-        events_s = statistics.median(clean)
-        excess = statistics.median(w - e for w, e in zip(walls["learner"], clean)) - statistics.median(walls["empty"])
+        switch_s = switch_cost(seen["empty"], getattr(getattr(learner, "sandbox", None), "switch_s", None))
+        observed = observed_times(seen["learner"], switch_s)
+        learner_s, observed_s, clock = judge_remote(samples["learner"], observed)
+        events_s = statistics.median(_clean(samples["learner"]))
+        if clock == "grader":
+            spread = _spread(observed)
     else:
+        learner_s, clock = events_s, "events"
         excess = statistics.median(host_excess)
-    if excess > HIDDEN_WORK_S and excess > HIDDEN_WORK_REL * events_s:
-        return Problem("untimed work", (
-            f"the call's CUDA events measured {events_s * 1e6:.0f} µs, but the GPU stayed busy with it "
-            f"{excess * 1e6:.0f} µs longer by the grader's own clock: work was launched where the timer "
-            "cannot see it (another stream or a host thread), or the events were not what they seemed. "
-            "Launch every kernel on the default stream."))
-    learner_s = events_s
-    if remote and (events_s <= 0 or (excess > CLOCK_NOISE_S and excess > CLOCK_NOISE_REL * events_s)):
-        learner_s, clock = events_s + excess, "grader"
-    # No time at all (events that read zero, and a clock that saw nothing beyond an empty call):
-    # the smallest positive one, which the physical floor then rejects.
+        observed_s = events_s + excess
+        if excess > HIDDEN_WORK_S and excess > HIDDEN_WORK_REL * events_s:
+            return Problem("untimed work", (
+                f"the call's CUDA events measured {events_s * 1e6:.0f} µs, but the GPU stayed busy with it "
+                f"{excess * 1e6:.0f} µs longer by the grader's own clock: work was launched where the timer "
+                "cannot see it (another stream or a host thread), or the events were not what they seemed. "
+                "Launch every kernel on the default stream."))
+    # No time at all (events that read zero, and an observer that saw nothing): the smallest
+    # positive one, which the physical floor then rejects.
     learner_s = max(learner_s, 1e-12)
     return SizeTiming(label=case.describe(), case=case.to_dict(), reps=rounds, learner_s=learner_s,
-                      baseline_s=med["baseline"], learner_spread=_spread(samples["learner"]),
-                      baseline_spread=_spread(samples["baseline"]), learner_wall_s=events_s + excess,
+                      baseline_s=med["baseline"], learner_spread=spread,
+                      baseline_spread=_spread(samples["baseline"]), learner_wall_s=observed_s,
                       flops=flops, bytes=nbytes, vendor_s=med.get("vendor"), learner_events_s=events_s,
                       clock=clock)
+
+
+def _clean(events: list[float]) -> list[float]:
+    """Event times as reported, with NaN or a negative time (nonsense from the learner's process)
+    read as nothing."""
+    return [e if e == e and e >= 0 else 0.0 for e in events]
+
+
+def switch_cost(empty: "list[Gaps]", trusted: float | None) -> float:
+    """What one pause of the observer costs beyond the learner's work (switching contexts, and
+    noticing that the learner's went idle): the empty calls of this size, or the calibration made
+    before any learner code ran, whichever is smaller. The learner's process answers the empty calls
+    too; making them slow would only inflate this figure, so the trusted one caps it."""
+    costs = [g.total_s / g.count for g in empty if g.count]
+    now = statistics.median(costs) if costs else None
+    return min(c for c in (now, trusted) if c is not None) if (now, trusted) != (None, None) else 0.0
+
+
+def observed_times(gaps: "list[Gaps]", switch_s: float) -> list[float]:
+    """The learner's GPU time in each call: the observer's pauses, each less the cost of a switch
+    (a call longer than a time slice is cut into several)."""
+    return [max(0.0, g.total_s - switch_s * g.count) for g in gaps]
+
+
+def judge_remote(events: list[float], observed: list[float]) -> tuple[float, float, str]:
+    """(the learner's time, the observer's figure, which clock gave the time) from the learner's
+    process's event times and the observer's times of the same calls.
+
+    The events are finer and stand where the two agree. The observer's figure also carries part of
+    the switch that an empty call does not have, growing with the memory the call touched (measured
+    on an H100: 5 µs for 32 MB, 16-21 µs for 256 MB to 1 GB), and a few per cent where a call was cut
+    by time slices: hence the margin, which is all a forged event could gain (the physical floor
+    still applies). Beyond it the observer's figure stands: events that were wrong, work they did
+    not see, or events that also counted the observer's own slices of a call longer than one."""
+    events_s = statistics.median(_clean(events))
+    observed_s = statistics.median(observed)
+    if events_s > 0 and abs(observed_s - events_s) <= max(CLOCK_NOISE_S, CLOCK_NOISE_REL * events_s):
+        return events_s, observed_s, "events"
+    return observed_s, observed_s, "grader"
+
+
+class Gaps(NamedTuple):
+    """What the observer saw during one call: the pauses in its clock (another context had the GPU)."""
+    total_s: float          # their sum
+    count: int
+
+    @classmethod
+    def read(cls, out: Any) -> "Gaps":
+        return cls(int(out[0]) * 1e-9, int(out[1]))
+
+
+_OBSERVER_SOURCE = r"""
+extern "C" __global__ void s2s_observe(const volatile int* stop, unsigned long long* out, unsigned long long gap_ns) {
+    unsigned long long prev, now, total = 0, count = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(prev));
+    *(volatile unsigned long long*)&out[4] = 1;            // running: the request may go out
+    __threadfence();
+    bool stopping = false;
+    for (unsigned int i = 1;; ++i) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (now - prev > gap_ns) {
+            total += now - prev;
+            ++count;
+        }
+        prev = now;
+        if (stopping) break;
+        // One more look at the clock after the flag: a switch just before it was read still counts.
+        if ((i & 15) == 0 && *stop) stopping = true;
+    }
+    out[0] = total; out[1] = count;
+}
+"""
+
+
+class Observer:
+    """One thread of the checker's context that reads the GPU's clock in a loop while a call runs
+    in the learner's process. Contexts of different processes share the GPU by time slices, never
+    at once: while the learner's context runs, this loop is switched out, and its clock jumps. The
+    jumps, summed, are the time the GPU gave the learner's process, measured where that process
+    cannot reach. It also holds the learner's work back until the end of its own time slice (2.1 ms
+    on an H100), so the learner's calls are queued whole before they run, as a busy kernel would."""
+
+    def __init__(self) -> None:
+        import cupy
+        import numpy
+        self.kernel = cupy.RawModule(code=_OBSERVER_SOURCE).get_function("s2s_observe")
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.control = cupy.cuda.Stream(non_blocking=True)
+        self.stop = cupy.zeros(1, dtype=cupy.int32)
+        self.out = cupy.zeros(8, dtype=cupy.uint64)
+        pinned = cupy.cuda.alloc_pinned_memory(4)
+        self.one = numpy.frombuffer(pinned, dtype=numpy.int32, count=1)
+        self.one[0] = 1
+        self._pinned = pinned
+        # While the observer spins, nothing in this process may wait for the whole device: not a
+        # module load (a kernel's first launch), not a cudaFree. So its kernel runs once now, and the
+        # stop flag is set by a copy, not by a kernel.
+        self._stopped()
+        with self.stream:
+            self.kernel((1,), (1,), self._args())
+        self.stream.synchronize()
+
+    def _args(self) -> tuple[Any, ...]:
+        import cupy
+        return self.stop, self.out, cupy.uint64(GAP_NS)
+
+    def _stopped(self) -> None:
+        self.stop.set(self.one, stream=self.control)
+        self.control.synchronize()
+
+    def observe(self, call: Callable[[], Any]) -> tuple[Any, Gaps]:
+        """``call()``'s result, and the pauses the observer saw while it ran. ``call`` must not free
+        GPU memory (a cudaFree waits for the spinning observer): the garbage collector, which could
+        free some at any moment, waits until the observer has stopped."""
+        import gc
+        with self.stream:
+            self.stop.fill(0)                 # memsets, not kernels
+            self.out.fill(0)
+            self.kernel((1,), (1,), self._args())
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            while not int(self.out[4:5].get(stream=self.control)[0]):
+                pass
+            result = call()
+        finally:
+            self._stopped()
+            self.stream.synchronize()
+            if collecting:
+                gc.enable()
+        return result, Gaps.read(self.out[:2].get(stream=self.stream))
+
+
+_observer: Observer | None = None
+
+
+def observer() -> Observer:
+    """This process's observer (its kernel compiled once)."""
+    global _observer
+    if _observer is None:
+        _observer = Observer()
+    return _observer
+
+
+class Blind(Exception):
+    """The observer sees no pause while the learner's process works: the GPU does not switch
+    between the two processes' contexts (MPS shares it at once)."""
+
+
+def calibrate(sandbox: Any, calls: int = CALIBRATION_CALLS) -> float:
+    """The cost of one switch to the learner's process and back, from empty calls made before its
+    process has loaded any learner code (so that code cannot inflate it). Blind when the observer
+    sees no pause."""
+    costs = []
+    for _ in range(calls):
+        _, gaps = observer().observe(lambda: sandbox.request(op="empty", timed=True))
+        if gaps.count:
+            costs.append(gaps.total_s / gaps.count)
+    if len(costs) <= calls // 2:
+        raise Blind(f"the GPU ran {calls - len(costs)} of {calls} calls in the learner's process without "
+                    "switching away from the grader's own work (is MPS running?), so the grader cannot time them")
+    return statistics.median(costs)
 
 
 _BUSY_SOURCE = r"""
@@ -301,16 +462,7 @@ extern "C" __global__ void s2s_busy(long long cycles) {
     long long start = clock64();
     while (clock64() - start < cycles) { }
 }
-extern "C" __global__ void s2s_probe() { }
 """
-
-
-def probe_kernel() -> Callable[[], None]:
-    """An empty kernel: it runs once the GPU has finished (or time-sliced away from) the work of
-    every other context in front of it."""
-    import cupy
-    kernel = cupy.RawKernel(_BUSY_SOURCE, "s2s_probe")
-    return lambda: kernel((1,), (1,), ())
 
 
 def _sm_clock_hz(props: dict) -> float:
