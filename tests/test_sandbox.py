@@ -461,3 +461,23 @@ def test_a_case_is_bound_at_the_arenas_address_in_the_learners_process(sandbox) 
     with pytest.raises(SandboxDied, match="outside the memory"):
         with entry.attach(Memory([0, None])):
             pass
+
+
+def test_the_arena_lays_buffers_out_as_cudamalloc_would_and_always_has_room() -> None:
+    """A large buffer carved from the arena starts on a 2 MiB boundary, like an allocation of its
+    own; small ones pack at 256 bytes. The room reserved per buffer always covers the padding."""
+    import random
+    from grader.worker.memory import ALIGN, LARGE_ALIGN, _room, place
+
+    rng = random.Random(7)
+    offset, reserved = 0, 0
+    for _ in range(500):
+        nbytes = rng.choice([1, 300, 70_000, LARGE_ALIGN // 2, (256 << 20) + (128 << 10), 5 << 20])
+        start, end = place(offset, nbytes)
+        assert start >= offset and end - start >= nbytes and end % ALIGN == 0
+        if nbytes >= LARGE_ALIGN // 2:
+            assert start % LARGE_ALIGN == 0
+        else:
+            assert start == offset                            # small buffers pack
+        offset, reserved = end, reserved + _room(nbytes)
+        assert offset <= reserved

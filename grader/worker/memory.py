@@ -74,6 +74,7 @@ class Buffer:
 
 
 ALIGN = 256
+LARGE_ALIGN = 2 << 20              # where cudaMalloc places a large allocation
 
 
 def _total(dtype: str, dims: tuple[int, ...], guard: int) -> tuple[int, int]:
@@ -105,8 +106,7 @@ class Arena:
 
     def take(self, nbytes: int) -> tuple[Any, int]:
         import cupy
-        start = self.offset
-        end = start + -(-nbytes // ALIGN) * ALIGN
+        start, end = place(self.offset, nbytes)
         if end > self.size:
             raise MemoryError(f"the arena of {self.size} bytes has no room for {nbytes} more")
         self.offset = end
@@ -118,10 +118,24 @@ class Arena:
         total = 0
         for a in task.tensors:
             shapes = a.shapes(case)
-            total += sum(-(-_total(a.dtype, s, guard)[1] // ALIGN) * ALIGN for s in shapes)
+            total += sum(_room(_total(a.dtype, s, guard)[1]) for s in shapes)
             if a.list is not None:
-                total += -(-_total("int64", (len(shapes),), guard)[1] // ALIGN) * ALIGN
+                total += _room(_total("int64", (len(shapes),), guard)[1])
         return total
+
+
+def place(offset: int, nbytes: int) -> tuple[int, int]:
+    """(start, end) of a buffer of ``nbytes`` taken from an arena whose first free byte is at
+    ``offset``. A large buffer starts on a 2 MiB boundary, as a cudaMalloc of its own would: the
+    learner's kernels then meet the same layout as the checker's own allocations."""
+    granule = LARGE_ALIGN if nbytes >= LARGE_ALIGN // 2 else ALIGN
+    start = -(-offset // granule) * granule
+    return start, start + -(-nbytes // ALIGN) * ALIGN
+
+
+def _room(nbytes: int) -> int:
+    """The most a buffer of ``nbytes`` can take from an arena, its alignment included."""
+    return -(-nbytes // ALIGN) * ALIGN + (LARGE_ALIGN if nbytes >= LARGE_ALIGN // 2 else 0)
 
 
 def allocate(dtype: str, dims: tuple[int, ...], guard: int = GUARD_BYTES, arena: Arena | None = None) -> Buffer:
