@@ -1,5 +1,5 @@
 """The observer: the checker's own measure of the GPU time a call took in the learner's process,
-from the pauses in a clock-reading loop of its own context (grader.worker.timing.Observer).
+from the pauses in a clock-reading loop of its own context (grader.worker.observer).
 
     pytest tests/test_observer.py               (the arithmetic, no GPU)
     pytest -m gpu -s tests/test_observer.py     (the observer against known work in another process)
@@ -7,14 +7,14 @@ from the pauses in a clock-reading loop of its own context (grader.worker.timing
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
-from grader.worker.timing import CLOCK_NOISE_REL, CLOCK_NOISE_S, Gaps, judge_remote, observed_times, switch_cost
+from grader.worker.observer import CLOCK_NOISE_REL, CLOCK_NOISE_S, Gaps, judge_remote, observed_times, switch_cost
 
 US = 1e-6
 
@@ -57,48 +57,47 @@ def test_the_observer_overrules_events_it_disagrees_with(events, observed, want,
 
 # -- on the GPU ---------------------------------------------------------------------------------
 
-CHILD = r"""
-import json, sys
-import cupy
-copy = cupy.RawKernel(
-    "extern \"C\" __global__ void copy(const int4* src, int4* dst, long long n) {"
-    "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;"
-    "       i += (long long)gridDim.x * blockDim.x) dst[i] = src[i];"
-    "}", "copy")
-spin = cupy.RawKernel(
-    "extern \"C\" __global__ void spin(long long cycles) {"
-    "  long long t = clock64(); while (clock64() - t < cycles) { }"
-    "}", "spin")
-src = cupy.zeros(1 << 30, dtype=cupy.uint8)          # 1 GiB
-dst = cupy.empty_like(src)
-start, end = cupy.cuda.Event(), cupy.cuda.Event()
-WORK = {
-    "empty": [],
-    "copy 16 MB": [16 << 20],
-    "copy 256 MB": [256 << 20],
-    "20 copies of 16 MB": [16 << 20] * 20,
-    "4 copies of 1 GB": [1 << 30] * 4,
-}
-print("ready", flush=True)
-for line in sys.stdin:
-    request = json.loads(line)
-    if request.get("cover"):            # alone: keep the GPU busy while the host enqueues
-        spin((264,), (1024,), (cupy.int64(1_000_000),))
-    start.record()
-    for n in WORK[request.get("work", "empty")]:
-        copy((1056,), (512,), (src, dst, cupy.int64(n // 16)))
-    end.record()
-    end.synchronize()
-    print(json.dumps({"event_s": cupy.cuda.get_elapsed_time(start, end) * 1e-3}), flush=True)
-"""
-
-
 class Process:
     """Another process with its own CUDA context that does known work on request."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, bufsize=1, env={**os.environ, "CUDA_MODULE_LOADING": "LAZY"})
+        pytest.importorskip("cupy")
+        child = r"""
+        import json, sys
+        import cupy
+        copy = cupy.RawKernel(
+            "extern \"C\" __global__ void copy(const int4* src, int4* dst, long long n) {"
+            "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;"
+            "       i += (long long)gridDim.x * blockDim.x) dst[i] = src[i];"
+            "}", "copy")
+        spin = cupy.RawKernel(
+            "extern \"C\" __global__ void spin(long long cycles) {"
+            "  long long t = clock64(); while (clock64() - t < cycles) { }"
+            "}", "spin")
+        src = cupy.zeros(1 << 30, dtype=cupy.uint8)          # 1 GiB
+        dst = cupy.empty_like(src)
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        WORK = {
+            "empty": [],
+            "copy 16 MB": [16 << 20],
+            "copy 256 MB": [256 << 20],
+            "20 copies of 16 MB": [16 << 20] * 20,
+            "4 copies of 1 GB": [1 << 30] * 4,
+        }
+        print("ready", flush=True)
+        for line in sys.stdin:
+            request = json.loads(line)
+            if request.get("cover"):            # alone: keep the GPU busy while the host enqueues
+                spin((264,), (1024,), (cupy.int64(1_000_000),))
+            start.record()
+            for n in WORK[request.get("work", "empty")]:
+                copy((1056,), (512,), (src, dst, cupy.int64(n // 16)))
+            end.record()
+            end.synchronize()
+            print(json.dumps({"event_s": cupy.cuda.get_elapsed_time(start, end) * 1e-3}), flush=True)
+        """
+        self.proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(child)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, bufsize=1)
         assert self.proc.stdout.readline().strip() == "ready"
 
     def request(self, **fields) -> dict:
@@ -116,7 +115,7 @@ def test_the_observer_times_another_process_as_its_own_events_would() -> None:
     """Each piece of work, timed by its own process's events while nothing else runs, and by the
     observer in this process: the two agree within the judge's margin. Past one time slice (2.1 ms
     on an H100) the events also count the observer's slices; the observer does not."""
-    from grader.worker.timing import calibrate, observer
+    from grader.worker.observer import calibrate, observer
     other = Process()
     try:
         switch_s = calibrate(other)

@@ -237,7 +237,7 @@ def test_a_gpu_that_will_not_switch_between_the_processes_grades_in_process_and_
     GPU runs both at once (MPS), it sees none, before any learner code has loaded: the grading
     falls back to the checker's process, closes the learner's, and the report says why."""
     from grader.protocol import Isolation, Job
-    from grader.worker import loop, timing
+    from grader.worker import loop, observer as observing
     from grader.worker.foreign import Watch
 
     closed: list = []
@@ -257,11 +257,11 @@ def test_a_gpu_that_will_not_switch_between_the_processes_grades_in_process_and_
 
     class NoPauses:
         def observe(self, call):
-            return call(), timing.Gaps(0.0, 0)
+            return call(), observing.Gaps(0.0, 0)
 
     monkeypatch.setattr(loop, "Sandbox", Ready)
     monkeypatch.setattr(loop, "Arena", lambda nbytes: object())
-    monkeypatch.setattr(timing, "observer", NoPauses)
+    monkeypatch.setattr(observing, "observer", NoPauses)
     monkeypatch.setattr(loop, "Entry", lambda library, task: ("in-process", library))
     events: list = []
     learners = loop.Learners(Job("grade", "/nowhere", [], 1, {}), Watch(reason="no GPU here"), events.append)

@@ -98,7 +98,7 @@ class Server:
             self.reply(error="no library loaded")
             return
         # No busy kernel before the call: the grader's observer holds the GPU until its time slice
-        # ends, so the whole call is queued before any of it runs (grader.worker.timing.Observer).
+        # ends, so the whole call is queued before any of it runs (grader.worker.observer).
         if timed:
             d.record(d.start)
         if learner:

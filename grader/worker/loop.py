@@ -22,7 +22,8 @@ from grader.worker.remote import Sandbox, SandboxDied, attached
 from grader.worker.foreign import Watch
 from grader.worker.memory import GUARD_BYTES, Arena, CaseMemory
 from grader.worker.profiling import profile_tasks
-from grader.worker.timing import Blind, calibrate, quiet_ceilings, time_task
+from grader.worker.observer import Blind, calibrate
+from grader.worker.timing import quiet_ceilings, time_task
 
 
 PR_SET_DUMPABLE = 4
@@ -246,9 +247,8 @@ def main(argv: list[str]) -> int:
     # limit (megabytes of printf) stops this process instead of being silently dropped.
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     emit = Emitter(argv[1])
-    # PyTorch and CuPy take seconds to import. A worker started ahead of its grading (a spare, see
-    # grader.runner.prestart) does that while nothing waits for it, then blocks here for its job;
-    # neither import touches the GPU.
+    # PyTorch and CuPy take seconds to import: both start before the job is read (a worker forked
+    # by grader.forkserver has them already); neither touches the GPU.
     importer = threading.Thread(target=importlib.import_module, args=("torch",), daemon=True)
     importer.start()
     try:

@@ -4,16 +4,14 @@ same inputs at each benchmark size, and the copy bandwidth of the GPU.
 The baseline and the vendor run here, in the checker, which never loads learner code. The learner's
 calls run in the learner's own process (:mod:`grader.worker.remote`): there, CUDA events around the
 call give a precise time, but one that process could forge. So the checker also times every one of
-those calls on the GPU itself, with an observer kernel in its own context (:class:`Observer`): the
-GPU runs one process's context at a time, so the observer's clock stops exactly while the learner's
-context has the GPU, and those pauses, less what switching to an empty call costs, are the learner's
-GPU time, whatever that process reports. Where the two agree within noise, the events' finer figure
-stands; otherwise the checker's does."""
+those calls on the GPU itself, with an observer kernel in its own context
+(:mod:`grader.worker.observer`). Where the two agree within noise, the events' finer figure stands;
+otherwise the observer's does."""
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 from grader import spec as specmod
 from grader.protocol import Problem, Progress, SizeTiming
@@ -21,6 +19,7 @@ from grader.worker.checking import Checker, case_seed
 from grader.worker.entry import Entry, synchronize
 from grader.worker.foreign import Watch
 from grader.worker.memory import CaseMemory
+from grader.worker.observer import Gaps, Observer, clean_events, judge_remote, observed_times, observer, switch_cost
 from grader.worker.remote import attached
 
 MIN_REPS = 7
@@ -30,10 +29,6 @@ WARMUP = 2
 MIN_OTHER_REPS = 3
 HIDDEN_WORK_S = 50e-6             # host time beyond the events' that counts as hidden work, at least
 HIDDEN_WORK_REL = 0.25             # ... and this share of the event time (learner code in this process)
-CLOCK_NOISE_S = 25e-6              # the observer overrules the learner's events beyond this,
-CLOCK_NOISE_REL = 0.05             # ... and this share of the event time (see judge_remote)
-GAP_NS = 3000                      # a pause this long in the observer's clock: another context had the GPU
-CALIBRATION_CALLS = 15             # empty calls that measure a switch's cost, before any learner code
 SLEEP_CYCLES = 200_000             # ~0.1 ms at 2 GHz: longer than enqueueing one ctypes launch takes
 COVER_FACTOR = 2.0                 # a reference point's busy kernel lasts this many times its enqueue
 MAX_COVER_S = 5e-3                 # at most
@@ -115,7 +110,7 @@ class _Timer:
     """One call between CUDA events, the L2 flushed first and the GPU kept busy while the host
     enqueues, plus the host's clock around the same span."""
 
-    def __init__(self, flush: Any, busy: Callable[[float], None], observer: "Observer | None" = None):
+    def __init__(self, flush: Any, busy: Callable[[float], None], observer: Observer | None = None):
         import cupy
         self.flush, self.busy, self.observer = flush, busy, observer
         self.start, self.end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -144,7 +139,7 @@ class _Timer:
         synchronize()
         return cupy.cuda.get_elapsed_time(self.start, self.end) * 1e-3, time.perf_counter() - t0
 
-    def remote(self, learner: Any, values: list[Any] | None) -> "tuple[float, Gaps]":
+    def remote(self, learner: Any, values: list[Any] | None) -> tuple[float, Gaps]:
         """(the learner's process's event seconds, what the observer saw) of one call in the
         learner's process (None: an empty call)."""
         self.flush.sum()
@@ -272,7 +267,7 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
         switch_s = switch_cost(seen["empty"], getattr(getattr(learner, "sandbox", None), "switch_s", None))
         observed = observed_times(seen["learner"], switch_s)
         learner_s, observed_s, clock = judge_remote(samples["learner"], observed)
-        events_s = statistics.median(_clean(samples["learner"]))
+        events_s = statistics.median(clean_events(samples["learner"]))
         if clock == "grader":
             spread = _spread(observed)
     else:
@@ -293,168 +288,6 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
                       baseline_spread=_spread(samples["baseline"]), learner_wall_s=observed_s,
                       flops=flops, bytes=nbytes, vendor_s=med.get("vendor"), learner_events_s=events_s,
                       clock=clock)
-
-
-def _clean(events: list[float]) -> list[float]:
-    """Event times as reported, with NaN or a negative time (nonsense from the learner's process)
-    read as nothing."""
-    return [e if e == e and e >= 0 else 0.0 for e in events]
-
-
-def switch_cost(empty: "list[Gaps]", trusted: float | None) -> float:
-    """What one pause of the observer costs beyond the learner's work (switching contexts, and
-    noticing that the learner's went idle): the empty calls of this size, or the calibration made
-    before any learner code ran, whichever is smaller. The learner's process answers the empty calls
-    too; making them slow would only inflate this figure, so the trusted one caps it."""
-    costs = [g.total_s / g.count for g in empty if g.count]
-    now = statistics.median(costs) if costs else None
-    return min(c for c in (now, trusted) if c is not None) if (now, trusted) != (None, None) else 0.0
-
-
-def observed_times(gaps: "list[Gaps]", switch_s: float) -> list[float]:
-    """The learner's GPU time in each call: the observer's pauses, each less the cost of a switch
-    (a call longer than a time slice is cut into several)."""
-    return [max(0.0, g.total_s - switch_s * g.count) for g in gaps]
-
-
-def judge_remote(events: list[float], observed: list[float]) -> tuple[float, float, str]:
-    """(the learner's time, the observer's figure, which clock gave the time) from the learner's
-    process's event times and the observer's times of the same calls.
-
-    The events are finer and stand where the two agree. The observer's figure also carries part of
-    the switch that an empty call does not have, growing with the memory the call touched (measured
-    on an H100: 5 µs for 32 MB, 16-21 µs for 256 MB to 1 GB), and a few per cent where a call was cut
-    by time slices: hence the margin, which is all a forged event could gain (the physical floor
-    still applies). Beyond it the observer's figure stands: events that were wrong, work they did
-    not see, or events that also counted the observer's own slices of a call longer than one."""
-    events_s = statistics.median(_clean(events))
-    observed_s = statistics.median(observed)
-    if events_s > 0 and abs(observed_s - events_s) <= max(CLOCK_NOISE_S, CLOCK_NOISE_REL * events_s):
-        return events_s, observed_s, "events"
-    return observed_s, observed_s, "grader"
-
-
-class Gaps(NamedTuple):
-    """What the observer saw during one call: the pauses in its clock (another context had the GPU)."""
-    total_s: float          # their sum
-    count: int
-
-    @classmethod
-    def read(cls, out: Any) -> "Gaps":
-        return cls(int(out[0]) * 1e-9, int(out[1]))
-
-
-_OBSERVER_SOURCE = r"""
-extern "C" __global__ void s2s_observe(const volatile int* stop, unsigned long long* out, unsigned long long gap_ns) {
-    unsigned long long prev, now, total = 0, count = 0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(prev));
-    *(volatile unsigned long long*)&out[4] = 1;            // running: the request may go out
-    __threadfence();
-    bool stopping = false;
-    for (unsigned int i = 1;; ++i) {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-        if (now - prev > gap_ns) {
-            total += now - prev;
-            ++count;
-        }
-        prev = now;
-        if (stopping) break;
-        // One more look at the clock after the flag: a switch just before it was read still counts.
-        if ((i & 15) == 0 && *stop) stopping = true;
-    }
-    out[0] = total; out[1] = count;
-}
-"""
-
-
-class Observer:
-    """One thread of the checker's context that reads the GPU's clock in a loop while a call runs
-    in the learner's process. Contexts of different processes share the GPU by time slices, never
-    at once: while the learner's context runs, this loop is switched out, and its clock jumps. The
-    jumps, summed, are the time the GPU gave the learner's process, measured where that process
-    cannot reach. It also holds the learner's work back until the end of its own time slice (2.1 ms
-    on an H100), so the learner's calls are queued whole before they run, as a busy kernel would."""
-
-    def __init__(self) -> None:
-        import cupy
-        import numpy
-        self.kernel = cupy.RawModule(code=_OBSERVER_SOURCE).get_function("s2s_observe")
-        self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.control = cupy.cuda.Stream(non_blocking=True)
-        self.stop = cupy.zeros(1, dtype=cupy.int32)
-        self.out = cupy.zeros(8, dtype=cupy.uint64)
-        pinned = cupy.cuda.alloc_pinned_memory(4)
-        self.one = numpy.frombuffer(pinned, dtype=numpy.int32, count=1)
-        self.one[0] = 1
-        self._pinned = pinned
-        # While the observer spins, nothing in this process may wait for the whole device: not a
-        # module load (a kernel's first launch), not a cudaFree. So its kernel runs once now, and the
-        # stop flag is set by a copy, not by a kernel.
-        self._stopped()
-        with self.stream:
-            self.kernel((1,), (1,), self._args())
-        self.stream.synchronize()
-
-    def _args(self) -> tuple[Any, ...]:
-        import cupy
-        return self.stop, self.out, cupy.uint64(GAP_NS)
-
-    def _stopped(self) -> None:
-        self.stop.set(self.one, stream=self.control)
-        self.control.synchronize()
-
-    def observe(self, call: Callable[[], Any]) -> tuple[Any, Gaps]:
-        """``call()``'s result, and the pauses the observer saw while it ran. ``call`` must not free
-        GPU memory (a cudaFree waits for the spinning observer): the garbage collector, which could
-        free some at any moment, waits until the observer has stopped."""
-        import gc
-        with self.stream:
-            self.stop.fill(0)                 # memsets, not kernels
-            self.out.fill(0)
-            self.kernel((1,), (1,), self._args())
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            while not int(self.out[4:5].get(stream=self.control)[0]):
-                pass
-            result = call()
-        finally:
-            self._stopped()
-            self.stream.synchronize()
-            if collecting:
-                gc.enable()
-        return result, Gaps.read(self.out[:2].get(stream=self.stream))
-
-
-_observer: Observer | None = None
-
-
-def observer() -> Observer:
-    """This process's observer (its kernel compiled once)."""
-    global _observer
-    if _observer is None:
-        _observer = Observer()
-    return _observer
-
-
-class Blind(Exception):
-    """The observer sees no pause while the learner's process works: the GPU does not switch
-    between the two processes' contexts (MPS shares it at once)."""
-
-
-def calibrate(sandbox: Any, calls: int = CALIBRATION_CALLS) -> float:
-    """The cost of one switch to the learner's process and back, from empty calls made before its
-    process has loaded any learner code (so that code cannot inflate it). Blind when the observer
-    sees no pause."""
-    costs = []
-    for _ in range(calls):
-        _, gaps = observer().observe(lambda: sandbox.request(op="empty", timed=True))
-        if gaps.count:
-            costs.append(gaps.total_s / gaps.count)
-    if len(costs) <= calls // 2:
-        raise Blind(f"the GPU ran {calls - len(costs)} of {calls} calls in the learner's process without "
-                    "switching away from the grader's own work (is MPS running?), so the grader cannot time them")
-    return statistics.median(costs)
 
 
 _BUSY_SOURCE = r"""
