@@ -29,8 +29,6 @@ def grade(exercise: str, submission: str | Path | None = None, tasks: Iterable[s
                                    profile=profile), progress=line)
     if line is not None:
         line.done(f"graded in {result.seconds:.1f} s")
-    from grader.runner import prestart_after
-    prestart_after(result)
     return result
 
 

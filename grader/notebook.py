@@ -157,8 +157,6 @@ def grade(exercise: str, submission: str | Path = ".", profile: bool = False, ta
                      progress=progress)
     progress.done(f"graded in {time.perf_counter() - started:.1f} s")
     _show_notes(captured)
-    from grader.runner import prestart_after
-    prestart_after(result)
     return result
 
 

@@ -72,10 +72,6 @@ def grade(exercise_id: str, options: Options | None = None, progress: Say | None
     arch = os.environ.get("S2S_ARCH") or (gpu.arch if gpu else DEFAULT_ARCH)
     if gpu:
         result.device = Device(gpu.name, gpu.arch)
-        if not options.sanitize:
-            # The worker imports PyTorch (seconds) while the sources compile or come from the cache.
-            from grader.runner import prestart
-            prestart()
 
     try:
         toolchain = Toolchain.find()

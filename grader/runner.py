@@ -7,7 +7,6 @@ kernel never costs the other tasks their grade.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
 import os
@@ -147,56 +146,6 @@ def _start(launch: Launch) -> _Started:
     return _Started(proc, folder, read_fd, keep_fd, log, env)
 
 
-# One worker started ahead of the next grading in this process (a notebook's kernel, the CLI while
-# it compiles): its PyTorch import, seconds long, is then paid while nothing waits. It has run no
-# learner code, so a grading that takes it still runs in a fresh process.
-_spare: _Started | None = None
-_spare_lock = threading.Lock()
-
-
-def prestart() -> None:
-    """Start the spare worker now, unless one is waiting already."""
-    global _spare
-    with _spare_lock:
-        if _spare is not None and _spare.proc.poll() is None:
-            return
-        if _spare is not None:
-            _spare.close()
-        _spare = _start(Launch())
-
-
-def prestart_after(result: Any) -> None:
-    """After a grading from Python (a notebook grades again and again): when it ran on a GPU, the
-    next grading's worker starts its imports now."""
-    if getattr(result, "device", None) is not None:
-        prestart()
-
-
-def _pop_spare() -> _Started | None:
-    global _spare
-    with _spare_lock:
-        spare, _spare = _spare, None
-    return spare
-
-
-def _take_spare(launch: Launch) -> _Started | None:
-    """The spare, if it suits this launch (a plain grading, the environment unchanged) and is alive."""
-    spare = _pop_spare()
-    if spare is None:
-        return None
-    if launch == Launch() and spare.proc.poll() is None and spare.env == worker_env():
-        return spare
-    spare.close()
-    return None
-
-
-def _discard_spare() -> None:
-    spare = _pop_spare()
-    if spare is not None:
-        spare.close()
-
-
-atexit.register(_discard_spare)
 
 
 def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Libraries], seed: int,
@@ -207,7 +156,7 @@ def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Librar
     remaining = list(tasks)
     logs: list[str] = []
     while remaining:
-        worker = _take_spare(launch) or _start(launch)
+        worker = _start(launch)
         try:
             current, fresh_results = _one_worker(exercise, remaining, libraries, seed, timing, progress, device,
                                                  worker, outcome, launch)

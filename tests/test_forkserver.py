@@ -24,9 +24,7 @@ def private_server(monkeypatch, tmp_path):
     monkeypatch.setattr(runner, "WORKER_MODULE", "tests.fake_worker")
     parents = tmp_path / "parents"
     monkeypatch.setenv("S2S_FAKE_PARENT", str(parents))
-    runner._discard_spare()
-    yield folder, parents
-    runner._discard_spare()          # the servers exit on their own after 20 idle seconds
+    yield folder, parents           # the servers exit on their own after 20 idle seconds
 
 
 def _grade():
