@@ -130,3 +130,30 @@ def test_the_observer_times_another_process_as_its_own_events_would() -> None:
             assert abs(observed - alone) <= max(CLOCK_NOISE_S, CLOCK_NOISE_REL * alone), work
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("events_us, observed_us, note, why", [
+    (1.0, 7000.0, True, "work ran outside the events"),                  # forged, or a hidden stream
+    (5000.0, 2900.0, False, "also counted the slices the GPU gave the grader's own process"),  # cut by slices
+])
+def test_the_learner_is_told_when_and_why_the_graders_clock_stood(events_us, observed_us, note, why) -> None:
+    """What the learner reads: the summary says the speed came from the grader's clock when the
+    events missed work, and the report's line under the timing says why the events were overruled."""
+    from grader.limits import Limits
+    from grader.protocol import SizeTiming, TaskOutcome
+    from grader.report import clock_line
+    from grader.result import CaseResult, TaskResult
+    from grader.spec import find
+    from grader.verdict import apply_run
+
+    task = find("01").task("vector_add")
+    timing = SizeTiming(label="n=67108864", case={"n": 67108864}, reps=9, learner_s=observed_us * US,
+                        baseline_s=7.2e-3, learner_spread=0.0, baseline_spread=0.0, learner_wall_s=observed_us * US,
+                        flops=0, bytes=0, learner_events_s=events_us * US, clock="grader")
+    cases = [CaseResult(c.describe(), c.to_dict(), True, 0.001) for c in task.cases]
+    tr = TaskResult(task.name, task.source, "not run", "", cases_total=len(cases))
+    apply_run(tr, task, TaskOutcome(task.name, cases, correct=True, timing=[timing]), Limits())
+    assert tr.summary.startswith(f"correct ({len(cases)}/{len(cases)})")
+    assert ("by the grader's own clock: your CUDA events missed part of the work" in tr.summary) == note
+    line = clock_line(tr.timing.sizes[0], several=False)
+    assert line.startswith("The grader's own clock measured") and why in line
