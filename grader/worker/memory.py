@@ -302,10 +302,18 @@ class CaseMemory:
             for mine, theirs in zip(m.buffers, other.args[name].buffers):
                 mine.payload_u8().copy_(theirs.payload_u8())
 
-    def snapshot(self) -> None:
-        """Copy what the call reads (in and inout arguments), before the call."""
+    def copy_inputs_from(self, other: "CaseMemory") -> None:
+        """The values of what the call reads (in and inout arguments) from ``other``."""
+        for name, m in self.args.items():
+            if m.arg.role in ("in", "inout"):
+                for mine, theirs in zip(m.buffers, other.args[name].buffers):
+                    mine.payload_u8().copy_(theirs.payload_u8())
+
+    def snapshot(self, source: "CaseMemory | None" = None) -> None:
+        """Copy what the call reads (in and inout arguments), before the call: from this memory, or
+        from ``source``, whose values it is about to receive."""
         self.before = {m.arg.name: [t.clone() for t in m.tensors()]
-                       for m in self.args.values() if m.arg.role in ("in", "inout")}
+                       for m in (source or self).args.values() if m.arg.role in ("in", "inout")}
 
     def poison_outputs(self) -> None:
         for m in self.args.values():

@@ -124,10 +124,12 @@ class Observer:
         self.stop.set(self.one, stream=self.control)
         self.control.synchronize()
 
-    def observe(self, call: Callable[[], Any]) -> tuple[Any, Gaps]:
-        """``call()``'s result, and the pauses the observer saw while it ran. ``call`` must not free
-        GPU memory (a cudaFree waits for the spinning observer): the garbage collector, which could
-        free some at any moment, waits until the observer has stopped."""
+    def observe(self, call: Callable[[], Any], prepare: Callable[[], None] | None = None) -> tuple[Any, Gaps]:
+        """``call()``'s result, and the pauses the observer saw while ``prepare()`` (work of this
+        process, before the call) and ``call()`` ran. Neither may wait for the whole device, free GPU
+        memory or launch a kernel for the first time (a cudaFree or a module load waits for the
+        spinning observer): the garbage collector, which could free some at any moment, waits until
+        the observer has stopped."""
         import gc
         with self.stream:
             self.stop.fill(0)                 # memsets, not kernels
@@ -138,6 +140,8 @@ class Observer:
         try:
             while not int(self.out[4:5].get(stream=self.control)[0]):
                 pass
+            if prepare is not None:
+                prepare()
             result = call()
         finally:
             self._stopped()

@@ -139,13 +139,23 @@ class _Timer:
         synchronize()
         return cupy.cuda.get_elapsed_time(self.start, self.end) * 1e-3, time.perf_counter() - t0
 
-    def remote(self, learner: Any, values: list[Any] | None) -> tuple[float, Gaps]:
+    def remote(self, learner: Any, values: list[Any] | None,
+               stage: Callable[[], None] | None = None) -> tuple[float, Gaps]:
         """(the learner's process's event seconds, what the observer saw) of one call in the
-        learner's process (None: an empty call)."""
-        self.flush.sum()
+        learner's process (None: an empty call). ``stage`` puts the call's inputs in place once the
+        observer runs; the L2 is flushed after it."""
+        import torch
         synchronize()
         assert self.observer is not None
-        return self.observer.observe(lambda: learner.timed(values))
+
+        def prepare() -> None:
+            # Copies and a kernel that have all run before: nothing here loads a module or frees
+            # memory while the observer spins, and only this stream is waited for.
+            if stage is not None:
+                stage()
+            self.flush.sum()
+            torch.cuda.current_stream().synchronize()
+        return self.observer.observe(lambda: learner.timed(values), prepare)
 
 
 def busy_cover(enqueues: list[float]) -> float:
@@ -168,9 +178,12 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
             learner: Any, baseline: Entry, reference: Callable[..., Any], vendor: Callable[..., Any] | None,
             seed: int, timer: _Timer) -> SizeTiming | Problem:
     remote = hasattr(learner, "timed")
-    # The baseline and PyTorch run in this process. Where the learner's code runs in a process of
-    # its own, they write into memory that process has not mapped: their outputs, computed on the
-    # round's inputs just before the learner's turn, are never where its code could copy them.
+    # Where the learner's code runs in a process of its own, each round's inputs are drawn in memory
+    # that process has not mapped (staged) and reach the memory it shares only inside the observed
+    # window of each of its calls: whatever its process does with them, the observer counts. The
+    # baseline and PyTorch run here on a copy of their own (others): their outputs are never where
+    # the learner's code could read them.
+    staged = CaseMemory.allocate(task, case, functions=memory.functions) if remote else memory
     others = CaseMemory.allocate(task, case, functions=memory.functions) if remote else memory
     local_values = others.local_call_values(scalars)
     contenders: list[tuple[str, Callable[[], None]]] = [
@@ -206,10 +219,11 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
 
     def once(name: str, fn: Callable[[], None], record: bool) -> str | None:
         if name == "learner":
-            memory.snapshot()
+            memory.snapshot(staged)
         memory.poison_outputs()
         if remote and name in ("learner", "empty"):
-            event_s, gaps = timer.remote(learner, values if name == "learner" else None)
+            stage = (lambda: memory.copy_inputs_from(staged)) if name == "learner" else None
+            event_s, gaps = timer.remote(learner, values if name == "learner" else None, stage)
             if record:
                 seen[name].append(gaps)
         else:
@@ -228,9 +242,9 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
         return None
 
     def fill(round_seed: int) -> None:
-        memory.fill(round_seed)
-        if others is not memory:
-            others.copy_from(memory)
+        staged.fill(round_seed)
+        if others is not staged:
+            others.copy_from(staged)
 
     fill(seed)
     for _ in range(WARMUP):
