@@ -157,3 +157,17 @@ def test_the_learner_is_told_when_and_why_the_graders_clock_stood(events_us, obs
     assert ("by the grader's own clock: your CUDA events missed part of the work" in tr.summary) == note
     line = clock_line(tr.timing.sizes[0], several=False)
     assert line.startswith("The grader's own clock measured") and why in line
+
+
+def test_gpu_time_taken_between_calls_is_reported_only_beyond_noise(monkeypatch) -> None:
+    """After a call the learner's process is stopped; a pause the observer sees then is work a
+    thread of its own left on the GPU. Pauses below a switch's length are not taken for it."""
+    from grader.worker import observer as observing
+
+    for total_s, count, want in [(0.0, 0, 0.0), (10 * US, 1, 0.0), (2.4e-3, 1, 2.4e-3)]:
+        class Seen:
+            def observe(self, call):
+                return call(), Gaps(total_s, count)
+        monkeypatch.setattr(observing, "observer", Seen)
+        monkeypatch.setattr(observing, "IDLE_PROBE_S", 0.0)
+        assert observing.leftover() == pytest.approx(want)

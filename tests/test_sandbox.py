@@ -481,3 +481,25 @@ def test_the_arena_lays_buffers_out_as_cudamalloc_would_and_always_has_room() ->
             assert start == offset                            # small buffers pack
         offset, reserved = end, reserved + _room(nbytes)
         assert offset <= reserved
+
+
+def _state(pid: int) -> str:
+    """The process's state letter from /proc (T: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc (Linux)")
+def test_between_requests_the_learners_process_is_stopped(sandbox) -> None:
+    """No thread of the learner's process can start GPU work while the checker times the baseline:
+    the process runs only from a request to its reply."""
+    import time
+    box, library = sandbox
+    entry = box.load(library, _task())
+    for _ in range(3):
+        entry.timed([0, 0, 0, 1])
+        deadline = time.monotonic() + 5
+        while _state(box.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(box.pid) == "T"
+    box.close()                                 # a stopped process still ends when told to
+    assert not box.alive

@@ -11,12 +11,15 @@ slice lasts 2.1 ms, so a longer call is cut into several pauses.
 from __future__ import annotations
 
 import statistics
+import time
 from typing import Any, Callable, NamedTuple
 
 CLOCK_NOISE_S = 25e-6              # the observer overrules the learner's events beyond this,
 CLOCK_NOISE_REL = 0.05             # ... and this share of the event time (see judge_remote)
 GAP_NS = 3000                      # a pause this long in the observer's clock: another context had the GPU
 CALIBRATION_CALLS = 15             # empty calls that measure a switch's cost, before any learner code
+IDLE_PROBE_S = 4.5e-3              # longer than two time slices: a context with work left gets the GPU
+LEFTOVER_S = 50e-6                 # pauses this long while the learner's process is stopped: its work
 
 
 def clean_events(events: list[float]) -> list[float]:
@@ -180,3 +183,11 @@ def calibrate(sandbox: Any, calls: int = CALIBRATION_CALLS) -> float:
         raise Blind(f"the GPU ran {calls - len(costs)} of {calls} calls in the learner's process without "
                     "switching away from the grader's own work (is MPS running?), so the grader cannot time them")
     return statistics.median(costs)
+
+
+def leftover() -> float:
+    """Seconds the GPU gave the learner's context while its process was stopped between calls (0:
+    none). Its calls end only once their work is done, so this is work a thread of its own started
+    late, which would run beside the baseline's timing."""
+    _, gaps = observer().observe(lambda: time.sleep(IDLE_PROBE_S))
+    return gaps.total_s if gaps.total_s >= LEFTOVER_S else 0.0

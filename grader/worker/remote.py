@@ -14,6 +14,7 @@ import ctypes
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,6 @@ def _prepare_child() -> None:
     """In the learner's process before it runs: it dies with the checker."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
-            import signal
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
@@ -63,7 +63,7 @@ class Sandbox:
         self.applied: list[str] = []
         self.arena_base: int | None = None      # the arena's address in the learner's process
         self.ready = False
-        self.switch_s: float | None = None      # a switch to this process and back, measured before it loaded any learner code
+        self.switch_s: float | None = None      # a switch here and back, measured before any learner code
         self._loaded = 0
         self._sent = 0
         if wait:
@@ -84,6 +84,7 @@ class Sandbox:
         self.applied = ready.get("applied", [])
         self.arena_base = base
         self.ready = True
+        self._signal(signal.SIGSTOP)
 
     @property
     def pid(self) -> int:
@@ -110,10 +111,16 @@ class Sandbox:
             self.proc.kill()
             return self.proc.wait()
 
+    def _signal(self, which: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, which)
+
     def request(self, **fields: Any) -> dict[str, Any]:
         """One request and its reply, matched by a number: a stray line in the channel ends the
-        process as a crash rather than answer a later request."""
+        process as a crash rather than answer a later request. Between requests the process is
+        stopped: no thread of its own can start GPU work while the checker times the baseline."""
         self._sent += 1
+        self._signal(signal.SIGCONT)
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.write((json.dumps({"id": self._sent, **fields}) + "\n").encode())
@@ -124,6 +131,7 @@ class Sandbox:
         if "cuda_error" in reply:
             self.close()
             raise RemoteSticky(cuda_message(str(reply.get("cuda_error")), str(reply.get("message", ""))))
+        self._signal(signal.SIGSTOP)
         return reply
 
     def load(self, library: str, task: specmod.Task) -> "RemoteEntry":
@@ -142,6 +150,7 @@ class Sandbox:
 
     def close(self) -> None:
         if self.proc.poll() is None:
+            self._signal(signal.SIGCONT)            # to read the end of its requests and exit
             with contextlib.suppress(OSError, ValueError):
                 assert self.proc.stdin is not None
                 self.proc.stdin.close()

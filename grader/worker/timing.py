@@ -19,7 +19,8 @@ from grader.worker.checking import Checker, case_seed
 from grader.worker.entry import Entry, synchronize
 from grader.worker.foreign import Watch
 from grader.worker.memory import CaseMemory
-from grader.worker.observer import Gaps, Observer, clean_events, judge_remote, observed_times, observer, switch_cost
+from grader.worker.observer import (Gaps, Observer, clean_events, judge_remote, leftover, observed_times, observer,
+                                   switch_cost)
 from grader.worker.remote import attached
 
 MIN_REPS = 7
@@ -217,7 +218,7 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
     # measured against: a learner's slow launch is the learner's time.
     enqueues: dict[str, list[float]] = {name: [] for name, _ in contenders}
 
-    def once(name: str, fn: Callable[[], None], record: bool) -> str | None:
+    def once(name: str, fn: Callable[[], None], record: bool) -> Problem | None:
         if name == "learner":
             memory.snapshot(staged)
         memory.poison_outputs()
@@ -226,15 +227,20 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
             event_s, gaps = timer.remote(learner, values if name == "learner" else None, stage)
             if record:
                 seen[name].append(gaps)
+            if busy_s := leftover():
+                return Problem("untimed work", (
+                    f"your process kept the GPU busy for {busy_s * 1e6:.0f} µs after its call had returned: work "
+                    "launched by a thread of its own runs where the timer cannot see it, beside the baseline the "
+                    "grader times next. Launch every kernel from the call itself."))
         else:
             event_s, host_s = timer(fn, 0.0 if name == "learner" else busy_cover(enqueues[name]))
             enqueues[name].append(timer.enqueue_s)
         if name == "learner":
             problem = learner.launch_problem() or memory.damage()
             if problem:
-                return problem[1]
+                return Problem("timed output wrong", problem[1])
             if Checker(task, reference, memory, scalars).compare(detail=False) is not None:
-                return WRONG_TIMED_OUTPUT
+                return Problem("timed output wrong", WRONG_TIMED_OUTPUT)
             if record and not remote:
                 host_excess.append(host_s - event_s - timer.idle)
         if record:
@@ -248,8 +254,8 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
 
     fill(seed)
     for _ in range(WARMUP):
-        if err := once("learner", contenders[0][1], False):
-            return Problem("timed output wrong", err)
+        if problem := once("learner", contenders[0][1], False):
+            return problem
     rounds = 0
     began = time.perf_counter()
     previous = None
@@ -264,8 +270,8 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
             if name in ("baseline", "vendor") and sum(samples[name]) > OTHER_BUDGET_S and (
                     sum(samples[name]) > SLOW_OTHER_S or (len(samples[name]) >= MIN_OTHER_REPS and rounds % 4)):
                 continue
-            if err := once(name, fn, True):
-                return Problem("timed output wrong", err)
+            if problem := once(name, fn, True):
+                return problem
         rounds += 1
         if rounds >= MIN_REPS and rounds % 4 == 0:
             current = statistics.median(samples["learner"])
