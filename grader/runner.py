@@ -109,7 +109,6 @@ class _Started:
     read_fd: int
     keep_fd: int
     log: Any
-    env: dict[str, str]
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -143,9 +142,7 @@ def _start(launch: Launch) -> _Started:
         proc = subprocess.Popen([*launch.wrapper, sys.executable, "-m", WORKER_MODULE, fifo],
                                 stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, cwd=str(repo_root()),
                                 start_new_session=True, preexec_fn=_prepare_child)
-    return _Started(proc, folder, read_fd, keep_fd, log, env)
-
-
+    return _Started(proc, folder, read_fd, keep_fd, log)
 
 
 def run_worker(exercise: Exercise, tasks: list[str], libraries: dict[str, Libraries], seed: int,
