@@ -91,7 +91,7 @@ class Arena:
 
     def __init__(self, nbytes: int):
         import cupy
-        self.size = -(-max(nbytes, ALIGN) // ALIGN) * ALIGN
+        self.size = _round_up(max(nbytes, ALIGN), ALIGN)
         # A cudaMalloc of its own, never a piece of a pool's block: the IPC handle maps the whole
         # allocation, so the arena must begin where the allocation begins.
         self.mem = cupy.cuda.MemoryPointer(cupy.cuda.Memory(self.size), 0)
@@ -128,14 +128,22 @@ def place(offset: int, nbytes: int) -> tuple[int, int]:
     """(start, end) of a buffer of ``nbytes`` taken from an arena whose first free byte is at
     ``offset``. A large buffer starts on a 2 MiB boundary, as a cudaMalloc of its own would: the
     learner's kernels then meet the same layout as the checker's own allocations."""
-    granule = LARGE_ALIGN if nbytes >= LARGE_ALIGN // 2 else ALIGN
-    start = -(-offset // granule) * granule
-    return start, start + -(-nbytes // ALIGN) * ALIGN
+    start = _round_up(offset, _granule(nbytes))
+    return start, start + _round_up(nbytes, ALIGN)
+
+
+def _granule(nbytes: int) -> int:
+    return LARGE_ALIGN if nbytes >= LARGE_ALIGN // 2 else ALIGN
+
+
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
 
 
 def _room(nbytes: int) -> int:
     """The most a buffer of ``nbytes`` can take from an arena, its alignment included."""
-    return -(-nbytes // ALIGN) * ALIGN + (LARGE_ALIGN if nbytes >= LARGE_ALIGN // 2 else 0)
+    granule = _granule(nbytes)
+    return _round_up(nbytes, ALIGN) + (granule if granule > ALIGN else 0)
 
 
 def allocate(dtype: str, dims: tuple[int, ...], guard: int = GUARD_BYTES, arena: Arena | None = None) -> Buffer:
@@ -295,17 +303,12 @@ class CaseMemory:
         with torch.no_grad():
             return fn(**kwargs)
 
-    def copy_from(self, other: "CaseMemory") -> None:
-        """Every tensor's values from ``other``, a memory of the same task and case (tables of
-        pointers excepted: each memory's point at its own tensors)."""
+    def copy_from(self, other: "CaseMemory", roles: tuple[str, ...] | None = None) -> None:
+        """The tensors' values from ``other``, a memory of the same task and case: every argument's,
+        or those of these roles (tables of pointers excepted: each memory's point at its own
+        tensors)."""
         for name, m in self.args.items():
-            for mine, theirs in zip(m.buffers, other.args[name].buffers):
-                mine.payload_u8().copy_(theirs.payload_u8())
-
-    def copy_inputs_from(self, other: "CaseMemory") -> None:
-        """The values of what the call reads (in and inout arguments) from ``other``."""
-        for name, m in self.args.items():
-            if m.arg.role in ("in", "inout"):
+            if roles is None or m.arg.role in roles:
                 for mine, theirs in zip(m.buffers, other.args[name].buffers):
                     mine.payload_u8().copy_(theirs.payload_u8())
 

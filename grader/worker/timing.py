@@ -223,7 +223,7 @@ def _rounds(task: specmod.Task, case: specmod.Case, memory: CaseMemory, values: 
             memory.snapshot(staged)
         memory.poison_outputs()
         if remote and name in ("learner", "empty"):
-            stage = (lambda: memory.copy_inputs_from(staged)) if name == "learner" else None
+            stage = (lambda: memory.copy_from(staged, ("in", "inout"))) if name == "learner" else None
             event_s, gaps = timer.remote(learner, values if name == "learner" else None, stage)
             if record:
                 seen[name].append(gaps)
