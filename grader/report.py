@@ -112,11 +112,11 @@ def clock_line(m: Measurement, several: bool) -> str | None:
     if m.clock != "grader" or m.learner_events_s is None:
         return None
     at = f" at {m.label}" if several else ""
-    if m.learner_events_s > m.learner_s:
+    if m.events_missed_work:
+        why = "work ran outside the events (another stream, a host thread), or the events were not what they seemed"
+    else:
         why = ("your call outlasted a time slice, and the events also counted the slices the GPU gave the "
                "grader's own process meanwhile")
-    else:
-        why = "work ran outside the events (another stream, a host thread), or the events were not what they seemed"
     return (f"The grader's own clock measured {fmt_time(m.learner_s)}{at} where the CUDA events in your "
             f"process said {fmt_time(m.learner_events_s)}: {why}, so the grader's figure stands.")
 

@@ -64,6 +64,12 @@ class Measurement:
     learner_events_s: float | None = None    # what the learner's process's own events measured
     clock: str = "events"                    # "grader": the grader's own clock overruled those events
 
+    @property
+    def events_missed_work(self) -> bool:
+        """The grader's clock overruled events that saw less than it did (rather than events that
+        also counted the grader's own time slices)."""
+        return self.clock == "grader" and self.learner_events_s is not None and self.learner_events_s < self.learner_s
+
 
 @dataclass
 class Timing:

@@ -53,8 +53,7 @@ def apply_run(tr: TaskResult, task: Task, raw: TaskOutcome, limits: Limits) -> N
 
 def _clock_note(timing: Timing) -> str:
     """Where the grader's own clock saw more of the learner's work than the learner's events did."""
-    missed = any(m.clock == "grader" and m.learner_events_s is not None and m.learner_events_s < m.learner_s
-                 for m in timing.sizes)
+    missed = any(m.events_missed_work for m in timing.sizes)
     return ", by the grader's own clock: your CUDA events missed part of the work" if missed else ""
 
 
