@@ -18,10 +18,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not config.getoption("release"):
         # A release check repeats on every exercise what a lighter one already shows on one; left
         # out (and counted as deselected) unless --release.
-        kept = [item for item in items if item.get_closest_marker("release") is None]
-        if len(kept) < len(items):
-            config.hook.pytest_deselected(items=[item for item in items if item not in kept])
-            items[:] = kept
+        left_out = [item for item in items if item.get_closest_marker("release") is not None]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if item.get_closest_marker("release") is None]
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return

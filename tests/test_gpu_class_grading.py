@@ -1,7 +1,7 @@
-"""On the GPU: a class of five submissions of exercise 01 (twelve with --release), worked on in a learner's copy of the
-course as learners get it, autograded through the Dask path, gets exactly the grades of one
-sequential, stock `nbgrader autograde` on the same GPU, and what each learner saw in their copy
-agrees with their grade.
+"""On the GPU: a class of five submissions of exercise 01 (twelve with --release), worked on in a
+learner's copy of the course as learners get it, autograded through the Dask path, gets exactly
+the grades of one sequential, stock `nbgrader autograde` on the same GPU, and what each learner
+saw in their copy agrees with their grade.
 
 The instructor builds and releases the course from the full repository and publishes a learner's
 copy (`grade course learner-copy`, for this GPU). Each learner runs the released notebook in a
